@@ -1,0 +1,20 @@
+"""Test set-up shared by every test file.
+
+Without a GPU, Triton kernels run under the Triton interpreter, which must be switched on
+before the kernels are decorated, i.e. before hymo_mini's Triton modules are imported.
+"""
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
