@@ -24,6 +24,9 @@ Readings chosen where the document contradicts itself (the book shows each one):
   layer immediately after each MLA layer". With MLA at {0, 4, ...} those layers sit
   immediately *before* the next MLA layer, which is what we compute (and it gives the
   documented list).
+* ``gdn_rule``. The document's "gated delta rule" has no delta (erasure) term, so
+  ``"gla"`` (the default) is the documented recurrence, gated linear attention, and
+  ``"delta"`` is the gated delta rule of Yang et al. (2025); see ``hymo_mini.gdn``.
 * Optimizer, scheduler and training values are not given in the document (its YAML
   listing is empty); the defaults below are conventional choices, marked as ours.
 """
@@ -92,7 +95,7 @@ class ModelConfig:
     vocab_size: int = 64_256  # 256 bytes + 64,000 BPE merges
     dim: int = 896
     n_layers: int = 32
-    mla_every: int = 4  # one MLA block in every `mla_every` layers (3:1 hybrid)
+    mla_every: int = 4  # one MLA block in every `mla_every` layers (3:1 hybrid); 0: no MLA
     mla_offset: int = 0  # the text's layout {0, 4, ..., 28}; 3 gives the figure's
     max_seq_len: int = 4_096
     norm_eps: float = 1e-6
@@ -117,6 +120,7 @@ class ModelConfig:
     gdn_rope_dim: int = 32  # rotary dims of the GDN keys b and c (<= gdn_d_state)
     gdn_residual: str = "identity"  # "identity": x + out + skip; "document": out + skip
     gdn_backend: str = "auto"  # see hymo_mini.gdn.gated_delta_rule
+    gdn_rule: str = "gla"  # "gla": the documented recurrence; "delta": with erasure (Yang 2025)
     nope_hybrid_gdn: bool = False  # v1.1 ablation: no RoPE on the GDN layer before each MLA
 
     # MoE (section 8), on MLA blocks only
@@ -152,19 +156,20 @@ class ModelConfig:
             "hc_sinkhorn_iters",
         )
         _positive(
-            self, "vocab_size", "dim", "n_layers", "mla_every", "max_seq_len", "norm_eps",
+            self, "vocab_size", "dim", "n_layers", "max_seq_len", "norm_eps",
             "n_heads", "n_kv_groups", "head_dim", "v_head_dim", "q_lora_rank",
             "kv_lora_rank", "rope_theta", "gdn_d_inner", "gdn_headdim", "gdn_d_state",
             "gdn_d_conv", "n_routed_experts", "n_activated_experts", "moe_inter_dim",
             "capacity_factor", "router_init_std", "load_ema_alpha", "bias_update_rate",
             "mtp_inter_dim", "hc_mult", "hc_sinkhorn_iters",
         )
-        for non_negative in ("mla_offset", "n_shared_experts", "mtp_depth", "logit_softcap",
+        for non_negative in ("mla_every", "mla_offset", "n_shared_experts", "mtp_depth", "logit_softcap",
                              "load_deadband", "qk_rope_head_dim", "gdn_rope_dim"):
             _require(getattr(self, non_negative) >= 0, f"{name}.{non_negative}",
                      f"must be >= 0, got {getattr(self, non_negative)!r}")
-        _require(self.mla_offset < self.mla_every, f"{name}.mla_offset",
-                 f"must be smaller than mla_every={self.mla_every}, got {self.mla_offset}")
+        _require(self.mla_offset < max(self.mla_every, 1), f"{name}.mla_offset",
+                 f"must be smaller than mla_every={self.mla_every} (0 when mla_every=0, "
+                 f"the all-GDN stack), got {self.mla_offset}")
         _require(self.n_heads % self.n_kv_groups == 0, f"{name}.n_kv_groups",
                  f"n_heads={self.n_heads} must be divisible by n_kv_groups={self.n_kv_groups}")
         _require(self.qk_rope_head_dim % 2 == 0, f"{name}.qk_rope_head_dim",
@@ -183,6 +188,8 @@ class ModelConfig:
                  f"{name}.gdn_backend",
                  "must be one of 'auto', 'eager', 'chunk', 'triton', 'triton_chunk', "
                  f"got {self.gdn_backend!r}")
+        _require(self.gdn_rule in ("gla", "delta"), f"{name}.gdn_rule",
+                 f"must be 'gla' or 'delta', got {self.gdn_rule!r}")
         _require(self.embed_init in ("scaled", "torch"), f"{name}.embed_init",
                  f"must be 'scaled' or 'torch', got {self.embed_init!r}")
         _require(self.n_activated_experts <= self.n_routed_experts, f"{name}.n_activated_experts",
@@ -214,6 +221,10 @@ class ModelConfig:
 
     @property
     def mla_positions(self) -> tuple[int, ...]:
+        """Layers i with i % mla_every == mla_offset; none when mla_every = 0 (all-GDN).
+        mla_every = 1 is the all-MLA stack."""
+        if self.mla_every == 0:
+            return ()
         return tuple(i for i in range(self.n_layers) if i % self.mla_every == self.mla_offset)
 
     @property
