@@ -10,6 +10,21 @@ negative per-head, per-state-dimension rate, so the log-decay ``g_t * A`` is a s
 a vector. Note the update has no erasure term: the document calls it a delta rule, but it
 is gated linear attention (a true delta rule subtracts ``b_t b_t^T H_{t-1}``).
 
+**The true gated delta rule** (``config.gdn_rule = "delta"``, Yang et al. 2025). Their
+update, in the (D, S) layout S_t = S_{t-1} α_t (I - β_t k_t k_t^T) + β_t v_t k_t^T, reads in
+our (S, D) layout (the transpose), with our per-dimension decay applied first:
+
+    H'_t = exp(g_t * A) ⊙ H_{t-1}                       decay, as above
+    H_t  = (I - β_t b̂_t b̂_t^T) H'_t + β_t b̂_t ⊗ v_t     erase what b̂_t reads, then write
+         = H'_t + β_t b̂_t ⊗ (v_t - H'_t^T b̂_t)          the "delta": new value minus old
+    o_t  = ĉ_t^T H_t
+
+b̂, ĉ are the L2-normalised write and read keys (so I - β b̂ b̂^T is a contraction for β in
+(0, 1)) and β_t = sigmoid(beta_proj(u_t)) is a per-head write strength. With a scalar decay
+(A constant over S) the order "decay, then erase" is exactly Yang et al.'s; with a
+per-dimension decay it is the order of Kimi Delta Attention. :func:`delta_rule_ref` is its
+loop; it has no chunked or Triton form in hymo_mini, so it is slow for long sequences.
+
 Layouts used everywhere in hymo_mini: v (B, T, H, D); b, c (B, T, H, S); g (B, T, H);
 A (H, S); state (B, H, S, D) in fp32.
 
@@ -51,6 +66,7 @@ from hymo_mini.rope import RotaryEmbedding
 
 __all__ = [
     "gated_delta_rule_ref",
+    "delta_rule_ref",
     "gated_delta_rule",
     "check_gdn_inputs",
     "BACKENDS",
@@ -121,6 +137,33 @@ def gated_delta_rule_ref(v, b, c, g, A, initial_state=None):
         outputs.append(torch.einsum("bhs,bhsd->bhd", c[:, t], state))  # c_t^T H_t
     o = torch.stack(outputs, dim=1) if T else v.new_zeros(B, 0, H, D)
     return o.to(v.dtype if v.dtype != torch.float64 else torch.float64), state
+
+
+def delta_rule_ref(v, b, c, g, A, beta, initial_state=None):
+    """The gated delta rule *with* erasure (``gdn_rule="delta"``), as a plain loop.
+
+    Same layouts as :func:`gated_delta_rule_ref`, plus beta (B, T, H) in (0, 1). The caller
+    normalises b and c (the block does). Returns ``(o, final_state)``.
+    """
+    check_gdn_inputs(v, b, c, g, A, initial_state)
+    if not isinstance(beta, torch.Tensor) or tuple(beta.shape) != tuple(g.shape):
+        raise ValueError(f"beta must be a tensor of shape (B, T, H) = {tuple(g.shape)}, got "
+                         f"{tuple(beta.shape) if isinstance(beta, torch.Tensor) else beta!r}")
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    acc = torch.float64 if v.dtype == torch.float64 else torch.float32
+    state = (torch.zeros(B, H, S, D, dtype=acc, device=v.device) if initial_state is None
+             else initial_state.to(acc))
+    v, b, c, g, A, beta = (t.to(acc) for t in (v, b, c, g, A, beta))
+    outputs = []
+    for t in range(T):
+        state = torch.exp(g[:, t, :, None] * A)[..., None] * state  # decay, (B, H, S, D)
+        old = torch.einsum("bhs,bhsd->bhd", b[:, t], state)  # what key b_t reads now
+        delta = beta[:, t, :, None] * (v[:, t] - old)  # (B, H, D)
+        state = state + torch.einsum("bhs,bhd->bhsd", b[:, t], delta)  # erase + write
+        outputs.append(torch.einsum("bhs,bhsd->bhd", c[:, t], state))  # c_t^T H_t
+    o = torch.stack(outputs, dim=1) if T else v.new_zeros(B, 0, H, D)
+    return o.to(v.dtype), state
 
 
 # backend name -> (module, function); every function takes
@@ -200,7 +243,11 @@ def gated_delta_rule(v, b, c, g, A, *, initial_state=None, output_final_state=Fa
 # --------------------------------------------------------------------------------------
 class GatedDeltaNetBlock(nn.Module):
     """One GDN layer: in_proj → causal depthwise conv → SiLU → b, c, gates → RoPE on b, c
-    → recurrence → + D·v skip → output gate → out_proj (+ skip_proj, + identity)."""
+    → recurrence → + D·v skip → output gate → out_proj (+ skip_proj, + identity).
+
+    ``config.gdn_rule = "delta"`` adds ``beta_proj`` (per-head write strength), normalises
+    b and c, and runs :func:`delta_rule_ref`. :meth:`step` runs the block with a cache
+    (conv window + recurrent state) for token-by-token decoding."""
 
     def __init__(self, config: ModelConfig, layer_idx: int = 0, use_rope: bool = True):
         super().__init__()
@@ -228,17 +275,33 @@ class GatedDeltaNetBlock(nn.Module):
         self.D = nn.Parameter(torch.ones(H))  # per-head skip of v around the state
         self.rope = (RotaryEmbedding(config.gdn_rope_dim, config.max_seq_len, config.rope_theta)
                      if use_rope and config.gdn_rope_dim > 0 else None)
+        self.rule = config.gdn_rule
+        if self.rule == "delta":
+            self.beta_proj = nn.Linear(inner, H, bias=False)  # write strength per head
+
+    def _conv(self, x: torch.Tensor, window: torch.Tensor | None = None):
+        """in_proj → causal depthwise conv → SiLU. ``window`` (b, inner, d_conv - 1) holds
+        the in_proj outputs of the previous tokens (decoding); returns (u, new window)."""
+        T = x.shape[1]
+        u = rearrange(self.in_proj(x), "b t e -> b e t")  # (b, inner, t)
+        if window is None:  # training: zero history, drop the conv's tail
+            return F.silu(rearrange(self.conv1d(u)[..., :T], "b e t -> b t e")), None
+        history = torch.cat([window.to(u.dtype), u], dim=-1)  # (b, inner, d_conv - 1 + t)
+        mixed = F.conv1d(history, self.conv1d.weight, groups=u.shape[1])  # (b, inner, t)
+        keep = history[..., history.shape[-1] - window.shape[-1]:]  # last d_conv - 1
+        return F.silu(rearrange(mixed, "b e t -> b t e")), keep
 
     def gdn_inputs(self, x: torch.Tensor, start_pos: int = 0):
         """The recurrence's inputs from the block input x (b, t, dim). Exposed so the book
         can show each tensor; returns v, b, c, g (decay gate), A, out_gate."""
-        T = x.shape[1]
-        u = self.in_proj(x)  # (b, t, inner)
-        u = self.conv1d(rearrange(u, "b t e -> b e t"))[..., :T]  # causal: drop the tail
-        u = F.silu(rearrange(u, "b e t -> b t e"))  # (b, t, inner)
+        return self._heads(self._conv(x)[0], start_pos)
+
+    def _heads(self, u: torch.Tensor, start_pos: int = 0):
         v = rearrange(u, "b t (h d) -> b t h d", h=self.n_heads)
         b = rearrange(self.b_proj(u), "b t (h s) -> b t h s", h=self.n_heads)
         c = rearrange(self.c_proj(u), "b t (h s) -> b t h s", h=self.n_heads)
+        if self.rule == "delta":  # unit keys: the erasure I - β b bᵀ is a contraction
+            b, c = F.normalize(b, dim=-1), F.normalize(c, dim=-1)
         if self.rope is not None:
             b, c = self.rope(b, start_pos), self.rope(c, start_pos)
         g = torch.sigmoid(self.dt_proj(u) + self.dt_bias)  # (b, t, h) in (0, 1)
@@ -248,11 +311,32 @@ class GatedDeltaNetBlock(nn.Module):
         return v, b, c, g, A, out_gate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._run(x)[0]
+
+    def step(self, x: torch.Tensor, conv_window: torch.Tensor | None = None,
+             state: torch.Tensor | None = None, start_pos: int = 0):
+        """Run ``x`` (b, t, dim) as the continuation of a sequence whose cache is
+        ``conv_window`` (b, inner, d_conv - 1) and ``state`` (b, h, s, d) fp32; None means
+        the sequence starts here. Returns ``(y, conv_window, state)``; ``start_pos`` is the
+        position of x's first token (for RoPE)."""
+        if conv_window is None:
+            conv_window = x.new_zeros(x.shape[0], self.config.gdn_d_inner,
+                                      self.config.gdn_d_conv - 1)
+        return self._run(x, conv_window, state, start_pos, keep_state=True)
+
+    def _run(self, x, conv_window=None, state=None, start_pos=0, keep_state=False):
         h = self.norm(x) if self.norm is not None else x
-        v, b, c, g, A, out_gate = self.gdn_inputs(h)
-        o, _ = gated_delta_rule(v, b, c, g, A, backend=self.config.gdn_backend)  # (b t h d)
+        u, conv_window = self._conv(h, conv_window)  # (b, t, inner)
+        v, b, c, g, A, out_gate = self._heads(u, start_pos)
+        if self.rule == "delta":
+            beta = torch.sigmoid(self.beta_proj(u))  # (b, t, h) in (0, 1)
+            o, state = delta_rule_ref(v, b, c, g, A, beta, state)  # (b t h d)
+        else:
+            o, state = gated_delta_rule(v, b, c, g, A, initial_state=state,
+                                        output_final_state=keep_state,
+                                        backend=self.config.gdn_backend)  # (b t h d)
         o = o + self.D[:, None] * v  # skip around the state
         o = o * out_gate[..., None]
         y = self.out_proj(rearrange(o, "b t h d -> b t (h d)")) + self.skip_proj(h)
-        return x + y if self.residual == "identity" else y
+        return (x + y if self.residual == "identity" else y), conv_window, state
 
