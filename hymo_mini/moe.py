@@ -1,0 +1,219 @@
+"""Mixture of experts: section 8 of the design document.
+
+``DeepSeekMoE`` is the feed-forward of every MLA block. Each token goes through the shared
+expert(s) and through ``top_k`` of ``n_routed`` SwiGLU experts chosen by a router:
+
+    logits = W_gate x                       computed in fp32 whatever x's dtype
+    probs  = softmax(logits)                (n, e), fp32
+    chosen = top_k(probs + expert_bias)     the bias moves the choice, nothing else
+    y      = sum_shared S(x) + sum_{i in chosen, kept} probs_i * E_i(x)
+
+Readings chosen where the document is unclear or contradicts itself (the book shows each):
+
+* **The balancing bias is not the gate's bias.** Section 8.2.1 builds the gate with
+  ``bias=True`` and section 10 initialises ``gate.bias = 0`` inline, while section 8.4 says
+  the aux-loss-free method "adjusts gate biases" with "no gradient pollution". A trained
+  ``gate.bias`` would receive gradients and enter the mixing weights. We follow DeepSeek-V3:
+  the gate has no bias; a separate buffer ``expert_bias`` (no gradient) is added to the
+  probabilities *only to choose* experts, and ``update_bias`` moves it once per optimizer
+  step from an EMA of each expert's load (±``bias_update_rate`` outside a ±``load_deadband``
+  band around the uniform load 1/E).
+* **Combine weights are the chosen experts' probabilities, not renormalised** (the
+  document's ``top_weights`` are taken straight from ``softmax`` over all experts). With 16
+  experts and a near-uniform router at init each weight is about 1/16.
+* **Capacity.** ``config.moe_capacity(n) = ceil(capacity_factor * n * top_k / n_routed)``
+  slots per expert. Assignments beyond an expert's capacity are dropped (they contribute
+  zero); first choices are served before second choices, then earlier tokens first. The
+  document's worked example "1.5 × (4 × 4096 × 2) / 16 = 768" is wrong:
+  4 × 4096 × 2 = 32,768; / 16 = 2,048; × 1.5 = **3,072** slots per expert. (Its claim that
+  fewer than 0.1% of tokens are dropped at this factor is a measurement we cannot repeat.)
+* **No biases in the experts.** The document's expert code uses ``nn.Linear``'s default
+  ``bias=True``, but its count 896 × 2304 × 3 = 6,193,152 per expert has none (the biases
+  would add 2,304 + 896 + 2,304 = 5,504). We use ``bias=False``.
+* **Parameter counts** (hymo_750m, see :func:`moe_param_counts`): per MoE layer the gate
+  has 896 × 16 = 14,336; active = 2 routed + 1 shared expert + gate = **18,593,792**
+  (18.59M); stored = 16 + 1 experts + gate = **105,297,920** (105.3M). Section 12.2.4's
+  opening line "132.1M active and 1,170.4M stored per layer" is wrong; its own arithmetic
+  a few lines below (18.57M / 105.2M, gate omitted) is right.
+* **The fp32 router.** bf16 keeps 8 significant bits (7 stored + 1 implicit): near 0.12 its
+  spacing is 2^-11 ≈ 4.9e-4, so 0.1234567 and 0.1234570 both round to 0.12353515625. fp32
+  keeps 24 bits (spacing 2^-27 ≈ 7.5e-9 there) and does tell them apart, so that part of
+  section 8.7 is true. But its ``gate_forward`` then returns ``logits.to(x.dtype)``,
+  rounding the logits back to bf16 before softmax and top-k, which throws the precision
+  away again. Here the logits, probabilities and the top-k stay fp32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from hymo_mini.config import ModelConfig
+
+__all__ = [
+    "SwiGLU",
+    "DenseFFN",
+    "Routing",
+    "DeepSeekMoE",
+    "swiglu_param_count",
+    "moe_param_counts",
+]
+
+
+class SwiGLU(nn.Module):
+    """w2(silu(w1 x) * w3 x): w1 is the gate, w3 the up projection, w2 the down one."""
+
+    def __init__(self, dim: int, inter_dim: int):
+        super().__init__()
+        self.w1 = nn.Linear(dim, inter_dim, bias=False)  # gate
+        self.w3 = nn.Linear(dim, inter_dim, bias=False)  # up
+        self.w2 = nn.Linear(inter_dim, dim, bias=False)  # down
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (..., inter) -> (..., dim)
+
+
+DenseFFN = SwiGLU  # the dense feed-forward is the same block
+
+
+def swiglu_param_count(dim: int, inter_dim: int) -> int:
+    return 3 * dim * inter_dim
+
+
+def moe_param_counts(config: ModelConfig) -> tuple[int, int]:
+    """(stored, active) parameters of one ``DeepSeekMoE`` layer."""
+    expert = swiglu_param_count(config.dim, config.moe_inter_dim)
+    gate = config.dim * config.n_routed_experts
+    stored = (config.n_routed_experts + config.n_shared_experts) * expert + gate
+    active = (config.n_activated_experts + config.n_shared_experts) * expert + gate
+    return stored, active
+
+
+@dataclass
+class Routing:
+    """What the router decided for ``n`` tokens (flattened batch × time)."""
+
+    probs: torch.Tensor  # (n, e) fp32 softmax over all routed experts
+    indices: torch.Tensor  # (n, k) chosen experts, first choice first
+    weights: torch.Tensor  # (n, k) fp32 probabilities of the chosen experts
+    kept: torch.Tensor  # (n, k) bool, False where the expert was full
+    combine: torch.Tensor  # (n, k) fp32 weights * kept: what multiplies each expert output
+    counts: torch.Tensor  # (e,) assignments per expert before capacity
+    capacity: int  # slots per expert
+
+
+class DeepSeekMoE(nn.Module):
+    """Shared + routed SwiGLU experts with top-k routing, capacity and a balancing bias."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int = 0):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.dim = config.dim
+        self.n_routed = config.n_routed_experts
+        self.top_k = config.n_activated_experts
+        self.experts = nn.ModuleList(
+            SwiGLU(config.dim, config.moe_inter_dim) for _ in range(self.n_routed))
+        self.shared_experts = nn.ModuleList(
+            SwiGLU(config.dim, config.moe_inter_dim) for _ in range(config.n_shared_experts))
+        self.gate = nn.Linear(config.dim, self.n_routed, bias=False)
+        nn.init.normal_(self.gate.weight, mean=0.0, std=config.router_init_std)
+        E = self.n_routed
+        # routing state: persistent (saved with the model), never trained by gradients
+        self.register_buffer("expert_bias", torch.zeros(E))  # (e,) used only to choose
+        self.register_buffer("load_ema", torch.full((E,), 1.0 / E))  # (e,) fraction of load
+        # assignments counted by training forwards since the last update_bias()
+        self.register_buffer("pending_counts", torch.zeros(E, dtype=torch.long),
+                             persistent=False)  # (e,) int64
+        self.last_counts: torch.Tensor | None = None
+        self.last_dropped: int = 0
+        self.last_capacity: int = 0
+
+    # ---- routing ---------------------------------------------------------------------
+    def route(self, x: torch.Tensor) -> Routing:
+        """Router decisions for x (..., dim); no side effects."""
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must have last dimension dim={self.dim}, "
+                             f"got shape {tuple(x.shape)}")
+        x = x.reshape(-1, self.dim)  # (n, dim)
+        n, E, k = x.shape[0], self.n_routed, self.top_k
+        logits = F.linear(x.float(), self.gate.weight.float())  # (n, e) fp32
+        probs = logits.softmax(dim=-1)  # (n, e) fp32
+        indices = torch.topk(probs + self.expert_bias, k, dim=-1).indices  # (n, k)
+        weights = probs.gather(-1, indices)  # (n, k) unbiased, not renormalised
+        capacity = self.config.moe_capacity(n)
+        # queue position of each assignment at its expert: all first choices in token
+        # order, then all second choices, ...
+        order = rearrange(indices, "n k -> (k n)")  # (k*n,) choice-major
+        one_hot = F.one_hot(order, E)  # (k*n, e)
+        position = (one_hot.cumsum(dim=0) * one_hot).sum(dim=-1) - 1  # (k*n,) 0-based
+        kept = rearrange(position < capacity, "(k n) -> n k", k=k)  # (n, k) bool
+        counts = one_hot.sum(dim=0)  # (e,) before capacity
+        return Routing(probs=probs, indices=indices, weights=weights, kept=kept,
+                       combine=weights * kept, counts=counts, capacity=capacity)
+
+    # ---- forward ---------------------------------------------------------------------
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        routing = self.route(x)
+        shape = x.shape
+        x = x.reshape(-1, self.dim)  # (n, dim)
+        out = torch.zeros_like(x)  # (n, dim)
+        for e, expert in enumerate(self.experts):
+            token, slot = torch.nonzero((routing.indices == e) & routing.kept, as_tuple=True)
+            if token.numel() == 0:
+                continue
+            y = expert(x[token])  # (m, dim) for the m tokens this expert serves
+            w = routing.combine[token, slot].to(y.dtype)  # (m,)
+            out = out.index_add(0, token, y * w[:, None])  # scatter back: (n, dim)
+        for shared in self.shared_experts:
+            out = out + shared(x)  # every token
+        self._record(routing)
+        return out.reshape(shape)  # (..., dim)
+
+    @torch.no_grad()
+    def _record(self, routing: Routing) -> None:
+        self.last_counts = routing.counts.detach().clone()  # (e,)
+        self.last_dropped = int((~routing.kept).sum())
+        self.last_capacity = routing.capacity
+        if self.training:
+            self.pending_counts += routing.counts
+
+    def _apply(self, fn, recurse=True):
+        # Keep the balancing state fp32 when the module is cast (``model.bfloat16()``):
+        # in bf16, 1 - 0.001 rounds to 1, so the load EMA would never move.
+        super()._apply(fn, recurse)
+        self.expert_bias = self.expert_bias.float()
+        self.load_ema = self.load_ema.float()
+        return self
+
+    # ---- aux-loss-free balancing -----------------------------------------------------
+    @torch.no_grad()
+    def update_bias(self) -> None:
+        """Once per optimizer step: fold the load seen since the last call into
+        ``load_ema`` and nudge ``expert_bias`` against over- and under-loaded experts.
+
+        The load is counted over every *training* forward since the last call (all
+        gradient-accumulation micro-batches; evaluation forwards do not count). With a
+        single forward per step this is ``last_counts``. Does nothing if no training
+        forward has run since the last call.
+        """
+        total = self.pending_counts.sum()
+        if total == 0:
+            return
+        c = self.config
+        E = self.n_routed
+        load = self.pending_counts.float() / total  # (e,) fractions summing to 1
+        self.load_ema.mul_(1 - c.load_ema_alpha).add_(c.load_ema_alpha * load)
+        overloaded = self.load_ema > (1 + c.load_deadband) / E  # (e,) bool
+        underloaded = self.load_ema < (1 - c.load_deadband) / E  # (e,) bool
+        self.expert_bias -= c.bias_update_rate * overloaded.to(self.expert_bias.dtype)
+        self.expert_bias += c.bias_update_rate * underloaded.to(self.expert_bias.dtype)
+        self.pending_counts.zero_()
+
+    def extra_repr(self) -> str:
+        return (f"layer_idx={self.layer_idx}, n_routed={self.n_routed}, top_k={self.top_k}, "
+                f"n_shared={len(self.shared_experts)}")
