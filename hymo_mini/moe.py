@@ -27,6 +27,10 @@ Readings chosen where the document is unclear or contradicts itself (the book sh
   document's worked example "1.5 × (4 × 4096 × 2) / 16 = 768" is wrong:
   4 × 4096 × 2 = 32,768; / 16 = 2,048; × 1.5 = **3,072** slots per expert. (Its claim that
   fewer than 0.1% of tokens are dropped at this factor is a measurement we cannot repeat.)
+  Dropping couples the tokens of a batch: since every first choice is served before any
+  second choice, a later token's first choice can take the slot an earlier token's second
+  choice needed. When something is dropped, a token's output can therefore depend on
+  later tokens (and on other sequences in the batch); when nothing is dropped, it cannot.
 * **No biases in the experts.** The document's expert code uses ``nn.Linear``'s default
   ``bias=True``, but its count 896 × 2304 × 3 = 6,193,152 per expert has none (the biases
   would add 2,304 + 896 + 2,304 = 5,504). We use ``bias=False``.
