@@ -1,0 +1,111 @@
+"""The project's files stay in step with each other: environment.yml with pyproject.toml,
+CI with the README's test command, the book's index with the notebooks in book/."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _normalise(requirement: str) -> tuple[str, str]:
+    """('package-name', 'specifier;marker') with PEP 503 names and no spaces."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9_.\-]*)(.*)$", requirement)
+    assert match, f"not a requirement: {requirement!r}"
+    name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+    rest = re.sub(r"\s+", "", match.group(2)).replace('"', "'")
+    return name, rest
+
+
+def _environment() -> dict:
+    return yaml.safe_load((ROOT / "environment.yml").read_text())
+
+
+def test_environment_yml_header():
+    env = _environment()
+    assert env["name"] == "hymo-mini"
+    assert env["channels"] == ["conda-forge"]
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    python = [d for d in conda if d.startswith("python")]
+    assert python == ["python" + _pyproject()["project"]["requires-python"]]
+    assert "pip" in conda
+
+
+def test_environment_yml_pip_section_matches_pyproject():
+    env = _environment()
+    sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert len(sections) == 1, "environment.yml needs exactly one pip: section"
+    pip = sections[0]
+    editable = [line for line in pip if line.startswith("-e")]
+    assert len(editable) == 1, f"one editable install of the package expected, got {editable}"
+    if editable[0].replace(" ", "") == "-e.[dev]":
+        return  # pip resolves pyproject's own lists: nothing can drift
+    assert editable[0].replace(" ", "") == "-e.", editable
+    project = _pyproject()["project"]
+    wanted = project["dependencies"] + project["optional-dependencies"]["dev"]
+    listed = [line for line in pip if not line.startswith("-")]
+    assert sorted(map(_normalise, listed)) == sorted(map(_normalise, wanted))
+
+
+def _readme_test_command() -> str:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:bash|sh|console)?\n(.*?)```", readme, flags=re.S)
+    commands = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    tests = [c for c in commands if "pytest" in c]
+    assert tests, "README.md shows no pytest command"
+    return tests[0]
+
+
+def test_ci_runs_the_readme_test_command():
+    command = _readme_test_command()
+    assert command == "python3 -m pytest"
+    ci_lines = [line.split("#")[0].strip() for line in (ROOT / ".ci" / "run").read_text()
+                .splitlines()]
+    assert command in ci_lines, f".ci/run does not run the README's {command!r}"
+
+
+def test_pytest_runs_notebooks_in_strict_mode():
+    options = _pyproject()["tool"]["pytest"]["ini_options"]
+    addopts = options["addopts"].split()
+    assert "--nbval" in addopts and "--nbval-lax" not in addopts
+    assert "--dist" in addopts and addopts[addopts.index("--dist") + 1] == "loadfile"
+    sanitize = addopts[addopts.index("--nbval-sanitize-with") + 1]
+    assert (ROOT / sanitize).is_file()
+    assert "book" in options["testpaths"]
+
+
+def _notebooks() -> list[Path]:
+    return sorted(p for p in BOOK.glob("*.ipynb"))
+
+
+def test_every_notebook_is_listed_in_the_book_readme():
+    index = (BOOK / "README.md").read_text()
+    missing = [p.name for p in _notebooks() if f"({p.name})" not in index]
+    assert not missing, f"book/README.md does not link {missing}"
+
+
+def test_every_notebook_link_in_the_book_readme_exists():
+    index = (BOOK / "README.md").read_text()
+    links = re.findall(r"\]\(([^)]+\.ipynb)\)", index)
+    assert links, "book/README.md links no chapter"
+    assert [link for link in links if not (BOOK / link).is_file()] == []
+
+
+def test_chapters_are_numbered_and_in_order():
+    index = (BOOK / "README.md").read_text()
+    numbers = [int(n) for n in re.findall(r"^\|\s*(\d\d)\s*\|", index, flags=re.M)]
+    assert numbers == sorted(numbers) and len(numbers) == len(set(numbers))
+    for path in _notebooks():
+        assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), path.name
