@@ -1,0 +1,186 @@
+"""The HyMo stack: section 3 of the design document.
+
+    tokens (b, t) ──embed──> x (b, t, dim)
+      layer i = MLABlock (attention + MoE) if i in config.mla_positions
+                GatedDeltaNetBlock       otherwise (RoPE unless i in nope_gdn_positions)
+      hidden = x after the last layer                   (b, t, dim)  ← MTP reads this
+    logits = softcap(head(norm(hidden)))                (b, t, vocab)
+    head.weight IS embed.weight (one tensor: tied)
+
+Every block adds to the residual stream itself (see gdn.py for the GDN block's choice).
+
+Readings chosen where the document is wrong or contradicts itself (the book shows each):
+
+* **Embedding initialisation** (``config.embed_init``). Section 3.2 says "std = 1/√d ...
+  ensures the embedding vectors have unit variance". With std = 1/√d each *coordinate*
+  has variance 1/d, so each *vector* has unit expected squared norm (d · 1/d = 1), not unit
+  variance. That is still the right choice here, for another reason: the head is the
+  same matrix and its input is RMS-normalised (each coordinate of ``norm(hidden)`` has
+  mean square 1), so a logit ``sum_i h_i e_i`` has variance d · 1 · 1/d = 1: initial
+  logits are about unit scale, the initial loss is close to ln(vocab), and the soft-cap
+  (15) is far away. ``"scaled"`` (the default) is N(0, 1/dim). ``"torch"`` keeps
+  ``nn.Embedding``'s N(0, 1), which is what the documented code actually does (section 10:
+  "no init pass"): then logits have standard deviation √dim (30 for dim = 896) and most
+  of them sit in the saturated part of the soft-cap at step 0.
+* **The head is computed once.** The document's ``forward`` calls ``forward_with_hidden``
+  (which already computes and soft-caps the logits), keeps only the hidden state and
+  applies the head a second time: a 64,256-wide matmul done twice. Here ``forward``
+  returns the logits ``forward_with_hidden`` computed, and ``loss`` applies the head once
+  per MTP depth.
+* **Which hidden state MTP reads.** The document's ``forward_with_hidden`` returns the
+  normed hidden state; hymo_mini returns the *pre-norm* residual stream, the input of the
+  final norm, which is what the MTP module consumes (see mtp.py).
+* **Layer layout and NoPE positions** are chosen in config.py (MLA at {0, 4, ..., 28}, the
+  text's layout, not the closing figure's), the **GDN residual** in gdn.py.
+* **Gradient checkpointing** (section 3.4) is a switch on the model,
+  ``model.gradient_checkpointing = True``: each layer is then recomputed in the backward
+  pass instead of keeping its activations (training mode only). The MoE routing
+  counters see each recomputed forward again; that doubles every expert's count alike,
+  so the load *fractions* the balancing bias uses are unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from hymo_mini.config import HyMoConfig, ModelConfig
+from hymo_mini.gdn import GatedDeltaNetBlock
+from hymo_mini.mla import MLABlock
+from hymo_mini.moe import DeepSeekMoE
+from hymo_mini.mtp import MultiTokenPrediction, mtp_losses
+
+__all__ = ["HyMo", "build_hymo", "check_tokens", "softcap"]
+
+
+def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap · tanh(logits / cap): about the identity for |logits| ≪ cap, bounded by ±cap.
+    ``cap = 0`` switches it off."""
+    return logits if cap <= 0 else cap * torch.tanh(logits / cap)
+
+
+def check_tokens(tokens, config: ModelConfig, min_len: int = 1) -> None:
+    """Raise a clear error unless ``tokens`` is a (batch, time) integer tensor of ids in
+    [0, vocab_size) with min_len <= time <= max_seq_len."""
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be 2-D (batch, time), got shape {tuple(tokens.shape)}")
+    if tokens.dtype == torch.bool or tokens.is_floating_point() or tokens.is_complex():
+        raise TypeError(f"tokens must be an integer tensor (e.g. torch.long), got {tokens.dtype}")
+    T = tokens.shape[1]
+    if T < min_len:
+        raise ValueError(f"tokens has {T} positions; this needs at least {min_len}")
+    if T > config.max_seq_len:
+        raise ValueError(f"tokens has {T} positions, more than max_seq_len={config.max_seq_len}")
+    if tokens.device.type != "meta" and tokens.numel():
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= config.vocab_size:
+            raise ValueError(f"token ids must be in [0, vocab_size={config.vocab_size}), "
+                             f"got values from {low} to {high}")
+
+
+class HyMo(nn.Module):
+    """Embedding, the hybrid stack, final norm, tied head, soft-cap, MTP heads."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"HyMo takes a ModelConfig (use build_hymo for a HyMoConfig), "
+                            f"got {type(config).__name__}")
+        if config.hc_mult != 1:
+            raise NotImplementedError(
+                f"hc_mult={config.hc_mult}: the mHC residual streams are not wired into HyMo; "
+                "use hymo_mini.mhc directly, or hc_mult=1")
+        self.config = config
+        self.gradient_checkpointing = False
+        self.embed = nn.Embedding(config.vocab_size, config.dim)  # (vocab, dim)
+        if config.embed_init == "scaled":
+            nn.init.normal_(self.embed.weight, mean=0.0, std=config.dim ** -0.5)
+        nope = set(config.nope_gdn_positions)
+        self.layers = nn.ModuleList(
+            MLABlock(config, layer_idx=i) if kind == "mla"
+            else GatedDeltaNetBlock(config, layer_idx=i, use_rope=i not in nope)
+            for i, kind in enumerate(config.layer_types))
+        self.norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
+        self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
+        self.head.weight = self.embed.weight  # tied: one tensor, one gradient
+        self.mtp = MultiTokenPrediction(config) if config.mtp_depth > 0 else None
+
+    # ---- pieces -----------------------------------------------------------------------
+    def softcap(self, logits: torch.Tensor) -> torch.Tensor:
+        return softcap(logits, self.config.logit_softcap)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """softcap(head(norm(hidden))): pre-norm hidden (b, t, dim) -> (b, t, vocab)."""
+        return self.softcap(self.head(self.norm(hidden)))
+
+    def run_layers(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
+                x = checkpoint(layer, x, use_reentrant=False)  # recomputed in backward
+            else:
+                x = layer(x)  # (b, t, dim)
+        return x
+
+    def moe_layers(self) -> list[DeepSeekMoE]:
+        return [m for m in self.modules() if isinstance(m, DeepSeekMoE)]
+
+    # ---- forward ----------------------------------------------------------------------
+    def forward_with_hidden(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits (b, t, vocab) soft-capped, hidden (b, t, dim) before the final norm)."""
+        check_tokens(tokens, self.config)
+        hidden = self.run_layers(self.embed(tokens))  # (b, t, dim)
+        return self.logits(hidden), hidden
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.forward_with_hidden(tokens)[0]  # (b, t, vocab)
+
+    def loss(self, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Next-token cross-entropy plus sum_d w_d · CE_d over the MTP depths.
+
+        Position i of the main logits predicts tokens[:, i + 1]; position i of MTP depth d
+        predicts tokens[:, i + d + 1]. Returns ``(total, parts)`` with parts
+        {"main": CE, "mtp_1": CE_1, ...} (detached) and ``total`` differentiable.
+        """
+        depth = self.config.mtp_depth
+        check_tokens(tokens, self.config, min_len=depth + 2)
+        logits, hidden = self.forward_with_hidden(tokens)  # (b, t, V), (b, t, dim)
+        main = _cross_entropy(logits[:, :-1], tokens[:, 1:])
+        total, parts = main, {"main": main.detach()}
+        if self.mtp is not None:
+            states = self.mtp(hidden, tokens, self.embed)  # [h_1 (b, T-1, dim), ...]
+            mtp_logits = [self.logits(h) for h in states]  # the head once per depth
+            losses = mtp_losses(mtp_logits, tokens)  # scored where a target exists
+            for d, (ce, w) in enumerate(zip(losses, self.config.mtp_loss_weights), start=1):
+                total = total + w * ce
+                parts[f"mtp_{d}"] = ce.detach()
+        return total, parts
+
+    @torch.no_grad()
+    def update_moe_biases(self) -> None:
+        """Once per optimizer step: the aux-loss-free balancing update of every MoE."""
+        for moe in self.moe_layers():
+            moe.update_bias()
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return (f"layers={c.n_layers} (mla at {list(c.mla_positions)}), dim={c.dim}, "
+                f"vocab={c.vocab_size}, mtp_depth={c.mtp_depth}, tied head")
+
+
+def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean CE over every position, in fp32 whatever the logits' dtype."""
+    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+
+def build_hymo(config: HyMoConfig | ModelConfig) -> HyMo:
+    """The model for a full config or a model config. (The document's factory is a
+    pass-through kept "for extensibility"; so is this one.)"""
+    if isinstance(config, HyMoConfig):
+        config = config.model
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"build_hymo takes a HyMoConfig or ModelConfig, got {type(config).__name__}")
+    return HyMo(config)
