@@ -313,6 +313,11 @@ class GatedDeltaNetBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._run(x)[0]
 
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        """The residual branch y (b, t, dim) alone: forward(x) = x + y with
+        gdn_residual="identity". mHC (hymo_mini.mhc) wraps this instead of forward."""
+        return self._run(x, add_identity=False)[0]
+
     def step(self, x: torch.Tensor, conv_window: torch.Tensor | None = None,
              state: torch.Tensor | None = None, start_pos: int = 0):
         """Run ``x`` (b, t, dim) as the continuation of a sequence whose cache is
@@ -324,7 +329,8 @@ class GatedDeltaNetBlock(nn.Module):
                                       self.config.gdn_d_conv - 1)
         return self._run(x, conv_window, state, start_pos, keep_state=True)
 
-    def _run(self, x, conv_window=None, state=None, start_pos=0, keep_state=False):
+    def _run(self, x, conv_window=None, state=None, start_pos=0, keep_state=False,
+             add_identity=True):
         h = self.norm(x) if self.norm is not None else x
         u, conv_window = self._conv(h, conv_window)  # (b, t, inner)
         v, b, c, g, A, out_gate = self._heads(u, start_pos)
@@ -338,5 +344,6 @@ class GatedDeltaNetBlock(nn.Module):
         o = o + self.D[:, None] * v  # skip around the state
         o = o * out_gate[..., None]
         y = self.out_proj(rearrange(o, "b t h d -> b t (h d)")) + self.skip_proj(h)
-        return (x + y if self.residual == "identity" else y), conv_window, state
+        identity = self.residual == "identity" and add_identity
+        return (x + y if identity else y), conv_window, state
 
