@@ -1,0 +1,225 @@
+"""The recurrent Triton GDN kernel (hymo_mini.gdn_triton) against gated_delta_rule_ref.
+
+Forward output, final state and every gradient (v, b, c, g, A, A_log, initial_state), by
+relative RMS error, on awkward sizes. On CPU the kernels run under the Triton interpreter
+(conftest.py sets TRITON_INTERPRET=1), about 2 ms per step per program: shapes stay small.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+import hymo_mini.gdn as gdn
+import hymo_mini.gdn_triton as gdn_triton
+from hymo_mini.gdn import gated_delta_rule, gated_delta_rule_ref
+from hymo_mini.gdn_triton import triton_gated_delta_rule
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
+    a, ref = a.double(), ref.double()
+    return ((a - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item()
+
+
+def make_leaves(B, T, H, S, D, dtype, decay_scale=1.0, with_h0=True):
+    """Leaf tensors in `dtype` on DEVICE; A = -exp(A_log) is built from them by `build_A`."""
+    v = torch.randn(B, T, H, D)
+    b = torch.randn(B, T, H, S) / S**0.5
+    c = torch.randn(B, T, H, S) / S**0.5
+    g = torch.rand(B, T, H).clamp(0.02, 0.98)
+    # per-head rates 1..H as in the block's init, jittered per state dim
+    A_log = torch.log(torch.arange(1, H + 1.0))[:, None] + 0.3 * torch.randn(H, S)
+    h0 = torch.randn(B, H, S, D) if with_h0 else None
+    leaves = [v, b, c, g, A_log] + ([h0] if with_h0 else [])
+    leaves = [t.to(DEVICE, dtype).requires_grad_() for t in leaves]
+    return leaves, decay_scale
+
+
+def run(fn, leaves, decay_scale, do, dht, output_final_state):
+    """Forward, loss = <o, do> + <final, dht>, backward; returns outputs and gradients."""
+    v, b, c, g, A_log = leaves[:5]
+    h0 = leaves[5] if len(leaves) > 5 else None
+    A = -torch.exp(A_log) * decay_scale
+    A.retain_grad()
+    o, final = fn(v, b, c, g, A, h0, output_final_state)
+    loss = (o.double() * do).sum()
+    if output_final_state:
+        loss = loss + (final.double() * dht).sum()
+    loss.backward()
+    grads = {n: t.grad for n, t in zip(["v", "b", "c", "g", "A_log", "h0"], leaves)}
+    grads["A"] = A.grad
+    return o, final, grads
+
+
+def kernel(v, b, c, g, A, h0, output_final_state):
+    return triton_gated_delta_rule(v, b, c, g, A, h0, output_final_state)
+
+
+def reference(v, b, c, g, A, h0, output_final_state):
+    return gated_delta_rule_ref(v, b, c, g, A, h0)
+
+
+def check_against_reference(B, T, H, S, D, dtype, decay_scale, with_h0, output_final_state, tol):
+    leaves, scale = make_leaves(B, T, H, S, D, dtype, decay_scale, with_h0)
+    do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
+    dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
+    o, final, grads = run(kernel, leaves, scale, do, dht, output_final_state)
+    # the oracle in fp64 on the same (already rounded) values
+    ref_leaves = [t.detach().double().requires_grad_() for t in leaves]
+    o_ref, final_ref, grads_ref = run(reference, ref_leaves, scale, do, dht, output_final_state)
+    assert o.dtype == dtype and o.shape == (B, T, H, D)
+    errors = {"o": rel_err(o, o_ref)}
+    if output_final_state:
+        assert final.dtype == torch.float32 and final.shape == (B, H, S, D)
+        errors["final"] = rel_err(final, final_ref)
+    else:
+        assert final is None
+    for name, grad in grads.items():
+        if grad is None and grads_ref[name] is None:
+            continue
+        assert grad.dtype == dtype, name
+        errors["d" + name] = rel_err(grad, grads_ref[name])
+    bad = {k: e for k, e in errors.items() if not e < tol}  # `not <` also catches NaN
+    assert not bad, f"relative RMS errors above {tol}: {bad} (all: {errors})"
+    return errors
+
+
+CASES = {
+    # name: (B, T, H, S, D, dtype, decay_scale, with_h0, output_final_state, tol)
+    "T63_S12_D20": (2, 63, 2, 12, 20, torch.float32, 1.0, True, True, 2e-5),
+    "T1": (2, 1, 2, 12, 20, torch.float32, 1.0, True, True, 2e-5),
+    "S32_D32_strong": (1, 16, 2, 32, 32, torch.float32, 10.0, True, True, 2e-5),
+    "S32_D32_weak_no_state": (2, 16, 2, 32, 32, torch.float32, 0.1, False, False, 2e-5),
+    "bf16": (2, 20, 2, 12, 20, torch.bfloat16, 1.0, True, True, 1e-2),
+    "fp16_strong": (1, 9, 2, 12, 20, torch.float16, 10.0, False, True, 1e-2),
+}
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("case", list(CASES))
+def test_kernel_matches_reference(case):
+    check_against_reference(*CASES[case])
+
+
+@pytest.mark.triton
+def test_split_blocks_with_masked_tails(monkeypatch):
+    """D split in blocks of 8 (20 = 8 + 8 + 4) in the forward, S in blocks of 4 in the
+    replay: the GPU configuration's code path, with masked tail blocks."""
+    configs = {name: dict(cfg) for name, cfg in gdn_triton.INTERPRET_CONFIGS.items()}
+    configs["fwd"]["block"], configs["replay"]["block"] = 8, 4
+    monkeypatch.setattr(gdn_triton, "INTERPRET_CONFIGS", configs)
+    monkeypatch.setattr(gdn_triton, "CONFIGS", configs)
+    check_against_reference(1, 7, 2, 12, 20, torch.float32, 1.0, True, True, 2e-5)
+
+
+@pytest.mark.triton
+def test_only_final_state_used():
+    """A loss on the final state alone: the backward runs with no gradient for o."""
+    v, b, c, g, A_log, h0 = make_leaves(1, 5, 2, 12, 20, torch.float32)[0]
+    A = -torch.exp(A_log)
+    _, final = triton_gated_delta_rule(v, b, c, g, A, h0, output_final_state=True)
+    grads = torch.autograd.grad(final.square().sum(), [v, b, c, g, A_log, h0])
+    ref_leaves = [t.detach().double().requires_grad_() for t in (v, b, c, g, A_log, h0)]
+    _, final_ref = gated_delta_rule_ref(*ref_leaves[:4], -torch.exp(ref_leaves[4]), ref_leaves[5])
+    grads_ref = torch.autograd.grad(final_ref.square().sum(), ref_leaves, allow_unused=True)
+    assert rel_err(final, final_ref) < 2e-5
+    assert grads_ref[2] is None and not grads[2].any()  # the state never reads c
+    errs = [rel_err(gr, gr_ref) for gr, gr_ref in zip(grads, grads_ref) if gr_ref is not None]
+    assert max(errs) < 2e-5, errs
+
+
+@pytest.mark.triton
+def test_backward_saves_no_state_trajectory():
+    """Only inputs and one final state are kept for the backward: no (B, T, H, S, D) tensor
+    (the document's design saves B·T·H·S·D fp32 states)."""
+    B, T, H, S, D = 1, 8, 2, 12, 20
+    (v, b, c, g, A_log, h0), _ = make_leaves(B, T, H, S, D, torch.float32)
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        o, _ = triton_gated_delta_rule(v, b, c, g, -torch.exp(A_log), h0, True)
+    largest_input = max(v.numel(), b.numel(), h0.numel())  # 320, 192, 480
+    assert saved and max(saved) <= largest_input < B * T * H * S * D, saved
+    o.sum().backward()  # and the backward still runs from what was saved
+    assert torch.isfinite(v.grad).all()
+
+
+def test_empty_sequence_passes_the_state_through():
+    (v, b, c, g, A_log, h0), _ = make_leaves(2, 0, 2, 3, 4, torch.float32)
+    o, final = triton_gated_delta_rule(v, b, c, g, -torch.exp(A_log), h0, True)
+    assert o.shape == (2, 0, 2, 4)
+    torch.testing.assert_close(final, h0.detach())
+
+
+# ------------------------------------------------------------------------- dispatcher
+@pytest.mark.triton
+def test_dispatcher_triton_backend_matches_reference():
+    (v, b, c, g, A_log, h0), _ = make_leaves(2, 6, 2, 3, 5, torch.float32)
+    A = -torch.exp(A_log)
+    o, final = gated_delta_rule(v, b, c, g, A, initial_state=h0, output_final_state=True,
+                                backend="triton")
+    o_ref, final_ref = gated_delta_rule_ref(v, b, c, g, A, h0)
+    assert rel_err(o, o_ref) < 2e-5 and rel_err(final, final_ref) < 2e-5
+
+
+def test_auto_picks_triton_on_cuda_tensors(monkeypatch):
+    on_cuda = types.SimpleNamespace(device=torch.device("cuda"))
+    monkeypatch.setattr(gdn, "_available", lambda name: name != "triton_chunk")
+    assert gdn._auto_backend(on_cuda) == "triton"
+    monkeypatch.setattr(gdn, "_available", lambda name: True)
+    assert gdn._auto_backend(on_cuda) == "triton_chunk"  # the chunked kernel, when present
+
+
+def test_auto_never_picks_a_kernel_on_cpu():
+    assert gdn._auto_backend(torch.zeros(1)) in ("chunk", "eager")
+
+
+def test_explicit_triton_without_gpu_or_interpreter_says_how(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    (v, b, c, g, A_log), _ = make_leaves(1, 3, 1, 2, 2, torch.float32, with_h0=False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        gated_delta_rule(v, b, c, g, -torch.exp(A_log), backend="triton")
+    monkeypatch.setattr(gdn_triton, "INTERPRET", False)  # the kernel module checks too
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        triton_gated_delta_rule(v, b, c, g, -torch.exp(A_log))
+
+
+def test_unknown_backend_is_rejected():
+    (v, b, c, g, A_log), _ = make_leaves(1, 3, 1, 2, 2, torch.float32, with_h0=False)
+    with pytest.raises(ValueError, match="backend must be"):
+        gated_delta_rule(v, b, c, g, -torch.exp(A_log), backend="cuda")
+
+
+@pytest.mark.parametrize("bad", ["c_shape", "g_rank", "nan_g", "h0_shape", "int_v"])
+def test_bad_inputs_are_named(bad):
+    (v, b, c, g, A_log, h0), _ = make_leaves(1, 4, 2, 3, 5, torch.float32)
+    v, b, c, g, h0 = (t.detach() for t in (v, b, c, g, h0))
+    A = -torch.exp(A_log.detach())
+    kwargs = dict(v=v, b=b, c=c, g=g, A=A, initial_state=h0)
+    expected = {"c_shape": (ValueError, "c must have shape"),
+                "g_rank": (ValueError, "g must have rank 3"),
+                "nan_g": (ValueError, "must be finite"),
+                "h0_shape": (ValueError, "initial_state must have shape"),
+                "int_v": (TypeError, "v has unsupported dtype")}[bad]
+    if bad == "c_shape":
+        kwargs["c"] = c[..., :2]
+    elif bad == "g_rank":
+        kwargs["g"] = g[..., None]
+    elif bad == "nan_g":
+        kwargs["g"] = g.clone().index_fill_(1, torch.tensor([2]), float("nan"))
+    elif bad == "h0_shape":
+        kwargs["initial_state"] = h0[:, :1]
+    else:
+        kwargs["v"] = v.to(torch.int32)
+    with pytest.raises(expected[0], match=expected[1]):
+        triton_gated_delta_rule(**kwargs)
