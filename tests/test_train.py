@@ -1,0 +1,223 @@
+"""Training: schedule, weight-decay groups, a loss that falls, an exact resume, atomic and
+config-checked checkpoints, and the command line's errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from hymo_mini import train as train_module
+from hymo_mini.config import ConfigError, SchedulerConfig, dump_config, load_config, replace
+from hymo_mini.data import DataError, load_corpus
+from hymo_mini.model import build_hymo
+from hymo_mini.train import (
+    CheckpointError,
+    load_checkpoint,
+    param_groups,
+    save_checkpoint,
+    train,
+    wsd_multiplier,
+)
+
+
+def tiny_config(**training):
+    """hymo_mini cut to 2 layers (one MLA with MoE, one GDN) and short sequences."""
+    cfg = load_config("hymo_mini")
+    model = replace(cfg.model, n_layers=2, mla_every=2, max_seq_len=64)
+    fields = dict(batch_size=2, seq_len=16, max_steps=8, eval_every=4, eval_batches=1,
+                  log_every=2)
+    fields.update(training)
+    return replace(cfg, model=model, training=replace(cfg.training, **fields))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small ops: one thread is faster, and two test workers then share two cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("text")
+    for i in range(12):
+        (folder / f"f{i}.py").write_text(f"def add_{i}(a, b):\n    return a + b\n" * 30)
+    return load_corpus(folder, val_percent=25)
+
+
+# ---- schedule ---------------------------------------------------------------------------
+def test_wsd_schedule_shape():
+    sched = SchedulerConfig(warmup_frac=0.1, stable_frac=0.6, decay_frac=0.3, min_lr_ratio=0.1)
+    lrs = [wsd_multiplier(s, 100, sched) for s in range(100)]
+    assert lrs[:10] == pytest.approx([(s + 1) / 10 for s in range(10)])  # linear warmup
+    assert all(x == 1.0 for x in lrs[10:70])  # stable
+    assert lrs[70:] == pytest.approx([1 - 0.9 * (s + 1) / 30 for s in range(30)])  # decay
+    assert lrs[-1] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="step"):
+        wsd_multiplier(100, 100, sched)
+
+
+def test_wsd_without_warmup_or_decay():
+    sched = SchedulerConfig(warmup_frac=0.0, stable_frac=1.0, decay_frac=0.0)
+    assert [wsd_multiplier(s, 5, sched) for s in range(5)] == [1.0] * 5
+
+
+# ---- optimizer groups -------------------------------------------------------------------
+def test_weight_decay_groups():
+    model = build_hymo(tiny_config())
+    decay, no_decay = param_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    names_decay, names_none = set(decay["names"]), set(no_decay["names"])
+    every = {n for n, _ in model.named_parameters()}
+    assert names_decay | names_none == every and not names_decay & names_none
+    for name in every:
+        leaf = name.split(".")[-1]
+        if "norm" in name or leaf in ("A_log", "dt_bias", "D", "bias") or name.endswith(
+                "moe.gate.weight"):
+            assert name in names_none, name
+    for name in ("embed.weight", "layers.0.attn.wq_a.weight", "layers.1.in_proj.weight",
+                 "layers.1.g_proj.weight", "layers.0.moe.experts.0.w1.weight"):
+        assert name in names_decay, name
+    # the tied head is the embedding: listed once
+    assert "head.weight" not in every
+
+
+def test_only_adamw():
+    cfg = tiny_config()
+    cfg = replace(cfg, optimizer=replace(cfg.optimizer, name="muon"))
+    with pytest.raises(ConfigError, match="adamw"):
+        train_module.build_optimizer(build_hymo(cfg), cfg)
+
+
+# ---- the loop ---------------------------------------------------------------------------
+def test_loss_falls_and_moe_balances(corpus):
+    cfg = tiny_config(max_steps=12)
+    cfg = replace(cfg, optimizer=replace(cfg.optimizer, lr=1e-2))
+    result = train(cfg, corpus, progress=False)
+    h = result.history
+    assert h["step"] == list(range(1, 13))
+    assert sum(h["loss"][-3:]) / 3 < sum(h["loss"][:3]) / 3 - 0.5
+    assert set(h["parts"]) == {"main", "mtp_1", "mtp_2"}
+    # total = main + 0.3 mtp_1 + 0.1 mtp_2 at every step
+    for i in range(12):
+        parts = {k: v[i] for k, v in h["parts"].items()}
+        expected = parts["main"] + 0.3 * parts["mtp_1"] + 0.1 * parts["mtp_2"]
+        assert h["loss"][i] == pytest.approx(expected, rel=1e-5)
+    assert h["val_step"] == [4, 8, 12] and len(h["val_loss"]) == 3
+    moe = result.model.moe_layers()[0]
+    assert not torch.equal(moe.load_ema, torch.full_like(moe.load_ema, 0.25))  # updated
+    assert result.stats["tokens_per_step"] == 2 * 16
+
+
+def test_gradients_are_clipped(corpus, monkeypatch):
+    seen = []
+    real = torch.nn.utils.clip_grad_norm_
+
+    def spy(params, max_norm, *args, **kwargs):
+        seen.append(max_norm)
+        return real(params, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    cfg = tiny_config(max_steps=2)
+    cfg = replace(cfg, optimizer=replace(cfg.optimizer, grad_clip=0.5))
+    train(cfg, corpus, progress=False)
+    assert seen == [0.5, 0.5]
+
+
+def test_resume_continues_the_same_curve(corpus, tmp_path):
+    torch.use_deterministic_algorithms(True)
+    try:
+        cfg = tiny_config(max_steps=6, grad_accum_steps=2)
+        straight = train(cfg, corpus, progress=False).history
+        train(cfg, corpus, steps=3, out_dir=tmp_path, progress=False)
+        resumed = train(cfg, corpus, out_dir=tmp_path, resume=True, progress=False).history
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert resumed["step"] == straight["step"] == [1, 2, 3, 4, 5, 6]
+    assert resumed["loss"] == straight["loss"]  # exactly: same batches, same state
+    assert resumed["lr"] == straight["lr"]
+    saved = json.loads((tmp_path / "history.json").read_text())
+    assert saved["loss"] == straight["loss"]
+    with pytest.raises(CheckpointError, match="already at step 6"):
+        train(cfg, corpus, out_dir=tmp_path, resume=True, progress=False)
+
+
+def test_checkpoint_from_another_config(corpus, tmp_path):
+    cfg = tiny_config(max_steps=2)
+    train(cfg, corpus, steps=1, out_dir=tmp_path, progress=False)
+    other = replace(cfg, model=replace(cfg.model, dim=32))
+    with pytest.raises(CheckpointError, match=r"model\.dim: checkpoint 64, now 32"):
+        train(other, corpus, out_dir=tmp_path, resume=True, progress=False)
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        train(cfg, corpus, out_dir=tmp_path / "nothing", resume=True, progress=False)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(tmp_path / "junk.pt")
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a hymo_mini checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")
+
+
+def test_checkpoint_is_never_half_written(tmp_path, monkeypatch):
+    cfg = tiny_config()
+    model = build_hymo(cfg)
+    opt = train_module.build_optimizer(model, cfg)
+    path = save_checkpoint(tmp_path / "checkpoint.pt", model, opt, 1, {"loss": [1.0]}, cfg)
+    good = path.read_bytes()
+
+    def broken_save(obj, f, *args, **kwargs):
+        with open(f, "wb") as handle:
+            handle.write(b"half a checkpo")  # then the disk fills up, or the power fails
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(path, model, opt, 2, {"loss": [1.0, 0.5]}, cfg)
+    assert path.read_bytes() == good  # the old checkpoint is untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]  # no temporary left
+    monkeypatch.undo()
+    assert load_checkpoint(path, cfg)["step"] == 1
+
+
+def test_impossible_sizes(corpus, tmp_path):
+    with pytest.raises(ConfigError, match="steps"):
+        train(tiny_config(), corpus, steps=9, progress=False)
+    with pytest.raises(ConfigError, match="MTP"):
+        train(tiny_config(seq_len=2), corpus, progress=False)
+    (tmp_path / "short.txt").write_text("x" * 100)
+    with pytest.raises(DataError, match="fewer than seq_len"):
+        train(tiny_config(seq_len=60), load_corpus(tmp_path / "short.txt"), progress=False)
+
+
+# ---- command line -----------------------------------------------------------------------
+def test_cli_errors_are_clear(capsys, tmp_path):
+    assert train_module.main(["--config", "no_such_preset", "--no-progress"]) == 2
+    assert "unknown preset 'no_such_preset'" in capsys.readouterr().err
+    assert train_module.main(["--seq-len", "100000", "--no-progress"]) == 2
+    assert "exceeds ModelConfig.max_seq_len" in capsys.readouterr().err
+    assert train_module.main(["--batch-size", "0", "--no-progress"]) == 2
+    assert "batch_size" in capsys.readouterr().err
+    assert train_module.main(["--data", str(tmp_path / "missing"), "--no-progress"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_trains_and_resumes(tmp_path, capsys):
+    config_path = tmp_path / "tiny.yaml"
+    dump_config(tiny_config(max_steps=4, log_every=1), config_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(8):
+        (data / f"m{i}.py").write_text("print('hello world')\n" * 40)
+    out = tmp_path / "run"
+    args = ["--config", str(config_path), "--data", str(data), "--out", str(out),
+            "--no-progress", "--threads", "1"]
+    assert train_module.main(args + ["--steps", "2"]) == 0
+    assert train_module.main(args + ["--resume"]) == 0
+    assert (out / "loss_curve.png").stat().st_size > 0
+    history = json.loads((out / "history.json").read_text())
+    assert history["step"] == [1, 2, 3, 4]
+    assert "tokens/s" in capsys.readouterr().out
