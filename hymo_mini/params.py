@@ -40,6 +40,7 @@ What the document gets wrong (computed values for hymo_750m; the book shows them
 from __future__ import annotations
 
 import argparse
+import functools
 import html
 from dataclasses import dataclass
 
@@ -167,7 +168,8 @@ class ParamTable:
             f"{html.escape(c[0])}</td><td style='text-align:right'>{c[1]} ({c[2]})</td>"
             f"<td style='text-align:right'>{c[3]} ({c[4]})</td></tr>" for c in self._cells())
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        return f"<table class='hymo-params'>{caption}<thead>{head}</thead><tbody>{body}</tbody></table>"
+        return (f"<table class='hymo-params'>{caption}<thead>{head}</thead>"
+                f"<tbody>{body}</tbody></table>")
 
 
 def _short(n: float) -> str:
@@ -220,14 +222,21 @@ def _component(path: str, parents: list[nn.Module]) -> str:
 def count_params(model_or_config: nn.Module | HyMoConfig | ModelConfig | str) -> ParamTable:
     """Walk the parameters of a model (or of ``HyMo(config)`` built on the meta device)."""
     if isinstance(model_or_config, nn.Module):
-        model, title = model_or_config, type(model_or_config).__name__
-    else:
-        from hymo_mini.model import HyMo
+        return ParamTable(_walk(model_or_config), title=type(model_or_config).__name__)
+    config = _model_config(model_or_config)
+    title = f"HyMo: {config.n_layers} layers, dim {config.dim}"
+    return ParamTable(_walk_config(config), title=title)
 
-        config = _model_config(model_or_config)
-        with torch.device("meta"):
-            model = HyMo(config)
-        title = f"HyMo: {config.n_layers} layers, dim {config.dim}"
+
+@functools.lru_cache(maxsize=16)
+def _walk_config(config: ModelConfig) -> list[ParamRow]:
+    from hymo_mini.model import HyMo
+
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        return _walk(HyMo(config))
+
+
+def _walk(model: nn.Module) -> list[ParamRow]:
     stored = dict.fromkeys(COMPONENTS, 0)
     active = dict.fromkeys(COMPONENTS, 0)
     for path, param in model.named_parameters():  # tied tensors appear once
@@ -245,8 +254,7 @@ def count_params(model_or_config: nn.Module | HyMoConfig | ModelConfig | str) ->
             active[part] += n * moe.top_k // moe.n_routed
         else:
             active[part] += n
-    rows = [ParamRow(c, stored[c], active[c]) for c in COMPONENTS]
-    return ParamTable(rows, title=title)
+    return [ParamRow(c, stored[c], active[c]) for c in COMPONENTS]
 
 
 # ---- closed form ----------------------------------------------------------------------
