@@ -10,8 +10,12 @@ single token passes through. They differ only in the routed experts, where a tok
   tensor and is counted once.
 * :func:`formula_params` computes the same table in closed form from the config.
 
-The tests check that the two agree for every preset. ``hymo-mini params [NAME]`` prints
-the table and the comparison with the document's figures (:data:`DOCUMENT_FIGURES`).
+Components: the embedding, GDN blocks, MLA attention, the routed experts, the shared
+experts, the routers, the residual-stream norms (block pre-norms and the final norm; the
+norms inside attention belong to attention), the MTP heads and, with ``hc_mult > 1``, the
+mHC connections. The tests check that the two counts agree for every preset.
+``hymo-mini params [NAME]`` prints the table and the comparison with the document's
+figures (:data:`DOCUMENT_FIGURES`).
 
 What the document gets wrong (computed values for hymo_750m; the book shows them all):
 
@@ -70,8 +74,11 @@ COMPONENTS = {
     "moe_router": "MoE router",
     "norms": "Block and final norms",
     "mtp": "MTP heads",
+    "mhc": "mHC connections",
     "other": "Other",
 }
+
+_OPTIONAL = ("mhc", "other")
 
 # The document's figures (section 12 unless noted), in parameters.
 DOCUMENT_FIGURES: dict[str, float] = {
@@ -110,7 +117,8 @@ class ParamTable:
     """Rows (component, stored, active) and their totals; prints as text and HTML."""
 
     def __init__(self, rows: list[ParamRow], title: str = ""):
-        self.rows = [r for r in rows if r.component != "other" or r.stored]
+        # the optional components appear only when the model has them
+        self.rows = [r for r in rows if r.stored or r.component not in _OPTIONAL]
         self.title = title
 
     @property
@@ -196,6 +204,7 @@ def _component(path: str, parents: list[nn.Module]) -> str:
     """Component of the parameter at dotted ``path``; ``parents`` are the modules along
     the path, from the model down to the one that owns the parameter."""
     from hymo_mini.gdn import GatedDeltaNetBlock
+    from hymo_mini.mhc import ManifoldHyperConnection
     from hymo_mini.mla import MultiHeadLatentAttention
     from hymo_mini.moe import DeepSeekMoE
     from hymo_mini.mtp import MultiTokenPrediction
@@ -205,6 +214,8 @@ def _component(path: str, parents: list[nn.Module]) -> str:
         child = names[depth] if depth < len(names) else ""
         if isinstance(module, MultiTokenPrediction):
             return "mtp"
+        if isinstance(module, ManifoldHyperConnection):
+            return "mhc"
         if isinstance(module, MultiHeadLatentAttention):
             return "mla"
         if isinstance(module, DeepSeekMoE):
@@ -282,6 +293,9 @@ def formula_params(config: HyMoConfig | ModelConfig | str) -> ParamTable:
     expert = 3 * c.dim * c.moe_inter_dim  # SwiGLU w1, w2, w3
     norms = c.dim * (1 + 2 * n_mla + (n_gdn if c.gdn_residual == "identity" else 0))
     mtp = _mtp_formula(c)
+    n = c.hc_mult  # one mHC module per residual branch: 2 per MLA block, 1 per GDN block
+    maps = 2 * n + n * n  # [pre, post, comb] rows
+    mhc = (2 * n_mla + n_gdn) * (maps * n * c.dim + maps + 3) if n > 1 else 0
     rows = [
         ParamRow("embedding", c.vocab_size * c.dim, c.vocab_size * c.dim),
         ParamRow("gdn", n_gdn * gdn, n_gdn * gdn),
@@ -294,6 +308,7 @@ def formula_params(config: HyMoConfig | ModelConfig | str) -> ParamTable:
                  n_mla * c.dim * c.n_routed_experts),
         ParamRow("norms", norms, norms),
         ParamRow("mtp", mtp, mtp),
+        ParamRow("mhc", mhc, mhc),
     ]
     return ParamTable(rows, title="HyMo (formula)")
 
