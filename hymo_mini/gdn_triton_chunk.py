@@ -1,0 +1,400 @@
+"""The chunkwise-parallel Triton kernel for the GDN recurrence, forward and backward.
+
+    H_t = exp(g_t * A) ⊙ H_{t-1} + b_t ⊗ v_t ,      o_t = c_t^T H_t
+
+``hymo_mini.gdn_chunk`` derives the chunked form in einops; this module runs it on the
+GPU's tensor cores. Two chunk sizes are in play:
+
+* **Chunks of BC = 64 steps** are where the state is written to memory. A sequential
+  kernel per (batch, head) walks the chunks and stores the state each chunk starts with,
+  H_k (S·D fp32 per 64 steps: a quarter of a float per step and state entry).
+* **Blocks of BT = 16 steps** are where the decay-weighted attention is computed. A
+  program per (chunk, batch, head) loads H_k and walks its four blocks, carrying the
+  state on chip: o = (c ⊙ exp(l A)) H + W v, H ← exp(l_end A) ⊙ H + (b ⊙ exp((l_end -
+  l) A))^T v, with l the gate summed from the block start.
+
+The weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n) are built as a [16, 16, S] tensor
+of decays, every exponent a gap l_t - l_s ≥ 0 times A < 0: no factor exceeds 1, whatever
+the decay, so nothing overflows (see gdn_chunk for the c exp(LA) / b exp(-LA) shortcut
+that would). The products with H, v and the state update are tl.dot calls.
+
+The backward, derived (per block; dH is the gradient of the loss with respect to the
+state at the block's end, H the state at its start, M_ts = do_t · v_s for s ≤ t):
+
+    dv_s = Σ_{t≥s} W_ts do_t + (b_s ⊙ exp((l_end - l_s) A)) dH
+    dc_t = exp(l_t A) ⊙ (H do_t) + Σ_{s≤t} M_ts b_s ⊙ exp((l_t - l_s) A)
+    db_s = exp((l_end - l_s) A) ⊙ (dH v_s) + Σ_{t≥s} M_ts c_t ⊙ exp((l_t - l_s) A)
+    dlog_t = Σ_{u≥t in block} (c_u ⊙ dc_u - b_u ⊙ db_u) + rowsum(H_end ⊙ dH)
+
+dlog_t is the gradient of the log-decay g_t A (an S-vector): the sum telescopes from the
+identity dlog_t = rowsum(H_{t-1} ⊙ dH_{t-1}) (derived in gdn_triton's docstring), so
+the block's end state and its gradient stand for everything after the block. Then
+dg_t = Σ_n A_n dlog_tn and dA = Σ_t g_t dlog_t (per program, summed by torch).
+
+The backward needs the state at each block's start and its gradient at each block's end.
+A sequential kernel, right to left, stores the gradient at each chunk's end,
+dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do. A program per chunk then walks
+its blocks right to left, carrying dH; the state at a block's start is rebuilt from the
+stored chunk state by one tl.dot over the steps before it (masked), so nothing per block
+is ever written to memory.
+
+Memory: besides the inputs, the forward keeps H_k (B·H·⌈T/64⌉·S·D fp32; 42 MB at B=4,
+T=4096, H=40, S=D=32); the backward adds the same for dH_k and returns the gradients.
+
+Precision: all arithmetic in fp32; tl.dot multiplies fp32 in TF32 on the GPU
+(``DOT_PRECISION``), relative error about 1e-3; the interpreter computes plain fp32.
+Inputs may be fp32, bf16, fp16 (or fp64, computed in fp32); o and every gradient come
+back in their input's dtype, the final state in fp32.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from hymo_mini.gdn import check_gdn_inputs
+
+__all__ = ["triton_chunk_gated_delta_rule", "ChunkGatedDeltaRuleFunction", "CONFIGS",
+           "INTERPRET", "DOT_PRECISION"]
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DOT_PRECISION = "tf32"  # "ieee" for full fp32 products (slower), "tf32x3" in between
+
+# Launch parameters per kernel (chosen on an H200). "split": block of S and D rows/columns
+# a sequential state program owns (the (n, d) entries of the state evolve independently).
+CONFIGS = {
+    "chunk": 64,  # BC: steps per stored state
+    "state_fwd": dict(split=16, num_warps=1, num_stages=2),
+    "output_fwd": dict(num_warps=4, num_stages=1),
+    "state_bwd": dict(split=16, num_warps=1, num_stages=2),
+    "chunk_bwd": dict(num_warps=4, num_stages=1),
+}
+INTERPRET_CONFIGS = {
+    "chunk": 32,
+    "state_fwd": dict(split=1 << 30, num_warps=1, num_stages=1),
+    "output_fwd": dict(num_warps=1, num_stages=1),
+    "state_bwd": dict(split=1 << 30, num_warps=1, num_stages=1),
+    "chunk_bwd": dict(num_warps=1, num_stages=1),
+}
+BT = 16  # steps per attention block (tl.dot needs 16 at least)
+
+
+# --------------------------------------------------------------------------------------
+# Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);
+# states (B·H, NC, S, D) fp32. Step t of (i_b, i_h) is row (i_b·T + t)·H + i_h.
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _rows(p, row0, o_t, m_t, o_x, m_x, W: tl.constexpr, H: tl.constexpr):
+    """Load rows t of a (B, T, H, W) tensor as fp32: [len(o_t), len(o_x)]."""
+    ptrs = p + (row0 + o_t[:, None] * H) * W + o_x[None, :]
+    return tl.load(ptrs, mask=m_t[:, None] & m_x[None, :], other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _state_fwd_kernel(b, v, g, A, h0, hs, ht, T,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                      BS: tl.constexpr, BD: tl.constexpr, NS: tl.constexpr, ND: tl.constexpr,
+                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
+                      NUM_STAGES: tl.constexpr, PRECISION: tl.constexpr):
+    """A (BS, BD) block of the state of one (b, h), chunk after chunk: stores H_k."""
+    i_bh, i_s, i_d = tl.program_id(0) // (NS * ND), (tl.program_id(0) // ND) % NS, \
+        tl.program_id(0) % ND
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BC)
+    o_c, o_s, o_d = tl.arange(0, BC), i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
+    o_state = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_h = tl.zeros([BS, BD], dtype=tl.float32)
+    if USE_H0:
+        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_state, mask=m_h, other=0.0)
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_state
+    for i_c in tl.range(0, NC, num_stages=NUM_STAGES):
+        tl.store(p_hs + i_c * S * D, b_h, mask=m_h)  # the state chunk i_c starts with
+        o_t = i_c * BC + o_c
+        m_t = o_t < T  # padding steps: g = 0 (no decay), b = 0 (no write)
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
+        b_L = tl.cumsum(b_g, axis=0)  # [BC] gate summed from the chunk start
+        b_Lend = tl.sum(tl.where(o_c == BC - 1, b_L, 0.0), axis=0)
+        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
+        b_b = b_b * tl.exp((b_Lend - b_L)[:, None] * b_A[None, :])  # decayed to chunk end
+        b_h = b_h * tl.exp(b_Lend * b_A)[:, None]
+        b_h += tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
+    if STORE_HT:
+        tl.store(ht + i_bh.to(tl.int64) * S * D + o_state, b_h, mask=m_h)
+
+
+@triton.jit
+def _block_decays(b_g, b_A, o_i):
+    """For one block: gate sums l [BT], l_end, and the intra-block decays [BT, BT, BS]."""
+    b_l = tl.cumsum(b_g, axis=0)  # [BT]
+    b_lend = tl.sum(tl.where(o_i == BT - 1, b_l, 0.0), axis=0)
+    m_ts = o_i[:, None] >= o_i[None, :]  # [BT, BT] causal: s ≤ t
+    b_gap = tl.where(m_ts, b_l[:, None] - b_l[None, :], 0.0)  # [BT, BT] ≥ 0
+    b_E = tl.exp(b_gap[:, :, None] * b_A[None, None, :])  # [BT, BT, BS] in [0, 1]
+    return b_l, b_lend, m_ts, b_E
+
+
+@triton.jit
+def _output_fwd_kernel(v, b, c, g, A, hs, o, T,
+                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                       BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
+    """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BC)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    p_h = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
+    b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] fp32
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
+        o_t = i_c * BC + i_t * BT + o_i
+        m_t = o_t < T
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend, m_ts, b_E = _block_decays(b_g, b_A, o_i)
+        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        # read the state the block starts with, then the block itself
+        b_cH = b_c * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
+        b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
+        b_W = tl.sum(b_c[:, None, :] * b_b[None, :, :] * b_E, axis=2)  # [BT, BT]
+        b_W = tl.where(m_ts, b_W, 0.0)
+        b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
+        p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
+        tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+        # hand the state to the next block
+        b_bH = b_b * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS]
+        b_h = b_h * tl.exp(b_lend * b_A)[:, None]
+        b_h += tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
+
+
+@triton.jit
+def _state_bwd_kernel(c, g, A, do, dht, dhs, dh0, T,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                      BS: tl.constexpr, BD: tl.constexpr, NS: tl.constexpr, ND: tl.constexpr,
+                      USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
+                      NUM_STAGES: tl.constexpr, PRECISION: tl.constexpr):
+    """A (BS, BD) block of the state gradient of one (b, h), right to left: stores the
+    gradient at each chunk's end, and at the start (d initial_state)."""
+    i_bh, i_s, i_d = tl.program_id(0) // (NS * ND), (tl.program_id(0) // ND) % NS, \
+        tl.program_id(0) % ND
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BC)
+    o_c, o_s, o_d = tl.arange(0, BC), i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
+    o_state = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_dh = tl.zeros([BS, BD], dtype=tl.float32)
+    if USE_DHT:
+        b_dh += tl.load(dht + i_bh.to(tl.int64) * S * D + o_state, mask=m_h, other=0.0)
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    p_dhs = dhs + i_bh.to(tl.int64) * NC * S * D + o_state
+    for k in tl.range(0, NC, num_stages=NUM_STAGES):
+        i_c = NC - 1 - k
+        tl.store(p_dhs + i_c * S * D, b_dh, mask=m_h)  # gradient at the end of chunk i_c
+        o_t = i_c * BC + o_c
+        m_t = o_t < T
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
+        b_L = tl.cumsum(b_g, axis=0)  # [BC]
+        b_Lend = tl.sum(tl.where(o_c == BC - 1, b_L, 0.0), axis=0)
+        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
+        b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
+        b_c = b_c * tl.exp(b_L[:, None] * b_A[None, :])  # decayed from the chunk start
+        b_dh = b_dh * tl.exp(b_Lend * b_A)[:, None]
+        b_dh += tl.dot(tl.trans(b_c), b_do, input_precision=PRECISION)  # [BS, BD]
+    if STORE_DH0:
+        tl.store(dh0 + i_bh.to(tl.int64) * S * D + o_state, b_dh, mask=m_h)
+
+
+@triton.jit
+def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                      BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
+    """dv, db, dc, dg and Σ g dlog for one chunk of one (b, h): its blocks right to left."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BC)
+    o_c, o_i, o_s, o_d = tl.arange(0, BC), tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    o_state = (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
+    b_h0 = tl.load(hs + o_state, mask=m_h, other=0.0)  # [BS, BD] state at the chunk start
+    b_dh = tl.load(dhs + o_state, mask=m_h, other=0.0)  # [BS, BD] gradient at its end
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    # the whole chunk's b, v and gate sums, to rebuild the state at each block's start
+    o_tc = i_c * BC + o_c
+    m_tc = o_tc < T
+    b_gc = tl.load(g + row0 + o_tc * H, mask=m_tc, other=0.0).to(tl.float32)  # [BC]
+    b_Lc = tl.cumsum(b_gc, axis=0)  # [BC]
+    b_bc = _rows(b, row0, o_tc, m_tc, o_s, m_s, S, H)  # [BC, BS]
+    b_vc = _rows(v, row0, o_tc, m_tc, o_d, m_d, D, H)  # [BC, BD]
+    b_dA = tl.zeros([BS], dtype=tl.float32)
+    NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)
+    for k in range(0, NT):
+        i_t = NT - 1 - k
+        # H: the state at the block start = chunk state + the chunk's steps before the block
+        m_pre = o_c < i_t * BT  # [BC]
+        b_Lr = tl.sum(tl.where(m_pre, b_gc, 0.0), axis=0)  # gate sum up to the block start
+        b_gap = tl.where(m_pre, b_Lr - b_Lc, 0.0)  # [BC] ≥ 0
+        b_bpre = tl.where(m_pre[:, None], b_bc * tl.exp(b_gap[:, None] * b_A[None, :]), 0.0)
+        b_h = b_h0 * tl.exp(b_Lr * b_A)[:, None]
+        b_h += tl.dot(tl.trans(b_bpre), b_vc, input_precision=PRECISION)  # [BS, BD]
+        # the block
+        o_t = i_c * BC + i_t * BT + o_i
+        m_t = o_t < T
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend, m_ts, b_E = _block_decays(b_g, b_A, o_i)
+        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        b_ec = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] block start -> t
+        b_eb = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> block end
+        b_eT = tl.exp(b_lend * b_A)  # [BS] the whole block
+        b_W = tl.where(m_ts, tl.sum(b_c[:, None, :] * b_b[None, :, :] * b_E, axis=2), 0.0)
+        b_M = tl.dot(b_do, tl.trans(b_v), input_precision=PRECISION)  # [BT, BT] do_t·v_s
+        b_M = tl.where(m_ts, b_M, 0.0)
+        b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
+        b_dv += tl.dot(b_b * b_eb, b_dh, input_precision=PRECISION)
+        b_dc = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
+        b_dc += tl.sum(b_M[:, :, None] * b_b[None, :, :] * b_E, axis=1)
+        b_db = b_eb * tl.dot(b_v, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+        b_db += tl.sum(b_M[:, :, None] * b_c[:, None, :] * b_E, axis=0)
+        # dlog_t = Σ_{u ≥ t} (c_u dc_u - b_u db_u) + rowsum(H_end ⊙ dH_end)
+        b_hend = b_h * b_eT[:, None]
+        b_hend += tl.dot(tl.trans(b_b * b_eb), b_v, input_precision=PRECISION)  # [BS, BD]
+        b_dl = b_c * b_dc - b_b * b_db  # [BT, BS]
+        b_dlog = tl.cumsum(b_dl, axis=0, reverse=True)  # [BT, BS] Σ over u ≥ t
+        b_dlog += tl.sum(b_hend * b_dh, axis=1)[None, :]  # [BT, BS]
+        b_dA += tl.sum(b_dlog * b_g[:, None], axis=0)  # [BS]
+        b_dg = tl.sum(b_dlog * b_A[None, :], axis=1)  # [BT]
+        o_ts, o_td = (row0 + o_t[:, None] * H) * S + o_s[None, :], \
+            (row0 + o_t[:, None] * H) * D + o_d[None, :]
+        m_ts_, m_td = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
+        tl.store(dv + o_td, b_dv.to(dv.dtype.element_ty), mask=m_td)
+        tl.store(dc + o_ts, b_dc.to(dc.dtype.element_ty), mask=m_ts_)
+        tl.store(db + o_ts, b_db.to(db.dtype.element_ty), mask=m_ts_)
+        tl.store(dg + row0 + o_t * H, b_dg.to(dg.dtype.element_ty), mask=m_t)
+        # the gradient at the block start = at the end of the block before
+        b_dh = b_dh * b_eT[:, None]
+        b_dh += tl.dot(tl.trans(b_c * b_ec), b_do, input_precision=PRECISION)  # [BS, BD]
+    tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s, b_dA, mask=m_s)
+
+
+# --------------------------------------------------------------------------------------
+# Launchers and the autograd wrapper
+# --------------------------------------------------------------------------------------
+def _config(name: str):
+    return (INTERPRET_CONFIGS if INTERPRET else CONFIGS)[name]
+
+
+def _blocks(S: int, D: int):
+    """Full-width blocks (tl.dot needs 16 at least; masks cover the rest)."""
+    return max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
+
+
+def _split(S: int, D: int, split: int):
+    BS, BD = _blocks(S, D)
+    BS, BD = min(BS, max(16, split)), min(BD, max(16, split))
+    return BS, BD, triton.cdiv(S, BS), triton.cdiv(D, BD)
+
+
+def _forward(v, b, c, g, A, h0, output_final_state):
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
+    cfg = _config("state_fwd")
+    BS, BD, NS, ND = _split(S, D, cfg["split"])
+    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
+    ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
+    _state_fwd_kernel[(B * H * NS * ND,)](
+        b, v, g, A, h0, hs, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
+        USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
+        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"])
+    cfg = _config("output_fwd")
+    BS, BD = _blocks(S, D)
+    o = torch.empty_like(v)
+    _output_fwd_kernel[(NC, B * H)](
+        v, b, c, g, A, hs, o, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, PRECISION=DOT_PRECISION,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return o, hs, ht
+
+
+def _backward(v, b, c, g, A, h0, hs, do, dht):
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
+    cfg = _config("state_bwd")
+    BS, BD, NS, ND = _split(S, D, cfg["split"])
+    dhs = torch.empty_like(hs)
+    dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if h0 is not None else None
+    _state_bwd_kernel[(B * H * NS * ND,)](
+        c, g, A, do, dht, dhs, dh0, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
+        USE_DHT=dht is not None, STORE_DH0=h0 is not None, NUM_STAGES=cfg["num_stages"],
+        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"])
+    cfg = _config("chunk_bwd")
+    BS, BD = _blocks(S, D)
+    dv, db, dc, dg = (torch.empty_like(t) for t in (v, b, c, g))
+    dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
+    _chunk_bwd_kernel[(NC, B * H)](
+        v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
+        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    dA = dA.view(B, H, NC, S).sum(dim=(0, 2))  # (H, S)
+    return dv, db, dc, dg, dA, dh0
+
+
+class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
+    """(v, b, c, g, A, initial_state, output_final_state) -> (o, final_state or None)."""
+
+    @staticmethod
+    def forward(ctx, v, b, c, g, A, initial_state, output_final_state):
+        v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
+        h0 = initial_state.contiguous().float() if initial_state is not None else None
+        o, hs, ht = _forward(v, b, c, g, A, h0, output_final_state)
+        ctx.save_for_backward(v, b, c, g, A, h0, hs)
+        ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        v, b, c, g, A, h0, hs = ctx.saved_tensors
+        do = torch.zeros_like(v) if do is None else do.contiguous()
+        dht = dht.contiguous().float() if dht is not None else None
+        dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hs, do, dht)
+        if dh0 is not None:
+            dh0 = dh0.to(ctx.h0_dtype)
+        return dv, db, dc, dg, dA.to(A.dtype), dh0, None
+
+
+def triton_chunk_gated_delta_rule(v, b, c, g, A, initial_state=None, output_final_state=False):
+    """The GDN recurrence by the chunked Triton kernels (a dispatcher backend; see gdn.py).
+
+    v (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S); initial_state (B, H, S, D) or
+    None. Returns ``(o, final_state)``: o (B, T, H, D) in v's dtype, final_state (B, H, S,
+    D) fp32 if ``output_final_state`` else None. Differentiable in v, b, c, g, A and
+    initial_state.
+    """
+    check_gdn_inputs(v, b, c, g, A, initial_state)
+    if v.device.type != "cuda" and not INTERPRET:
+        raise RuntimeError(
+            "the chunked Triton GDN kernel needs a CUDA GPU, or the Triton interpreter on "
+            "CPU: set TRITON_INTERPRET=1 before hymo_mini.gdn_triton_chunk is imported, or "
+            "use gated_delta_rule(..., backend='chunk').")
+    B, T, H, D = v.shape
+    if T == 0:  # nothing to run: o is empty and the state passes through unchanged
+        state = (initial_state.float() if initial_state is not None
+                 else v.new_zeros(B, H, b.shape[-1], D, dtype=torch.float32))
+        return v.new_zeros(B, 0, H, D), (state if output_final_state else None)
+    return ChunkGatedDeltaRuleFunction.apply(v, b, c, g, A, initial_state,
+                                             bool(output_final_state))
