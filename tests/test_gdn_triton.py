@@ -107,10 +107,10 @@ def test_kernel_matches_reference(case):
 
 @pytest.mark.triton
 def test_split_blocks_with_masked_tails(monkeypatch):
-    """D split in blocks of 8 (20 = 8 + 8 + 4) in the forward, S in blocks of 4 in the
-    replay: the GPU configuration's code path, with masked tail blocks."""
+    """D split in blocks of 8 (20 = 8 + 8 + 4) in the forward, as on the GPU, with masked
+    tail blocks; and checkpoints every 4 steps, so T=7 ends in a partial segment."""
     configs = {name: dict(cfg) for name, cfg in gdn_triton.INTERPRET_CONFIGS.items()}
-    configs["fwd"]["block"], configs["replay"]["block"] = 8, 4
+    configs["fwd"]["block"], configs["bwd"]["chunk"] = 8, 4
     monkeypatch.setattr(gdn_triton, "INTERPRET_CONFIGS", configs)
     monkeypatch.setattr(gdn_triton, "CONFIGS", configs)
     check_against_reference(1, 7, 2, 12, 20, torch.float32, 1.0, True, True, 2e-5)
@@ -164,8 +164,9 @@ def test_empty_sequence_passes_the_state_through():
 def test_dispatcher_triton_backend_matches_reference():
     (v, b, c, g, A_log, h0), _ = make_leaves(2, 6, 2, 3, 5, torch.float32)
     A = -torch.exp(A_log)
-    o, final = gated_delta_rule(v, b, c, g, A, initial_state=h0, output_final_state=True,
-                                backend="triton")
+    with torch.no_grad():  # inference: the forward keeps no checkpoints
+        o, final = gated_delta_rule(v, b, c, g, A, initial_state=h0, output_final_state=True,
+                                    backend="triton")
     o_ref, final_ref = gated_delta_rule_ref(v, b, c, g, A, h0)
     assert rel_err(o, o_ref) < 2e-5 and rel_err(final, final_ref) < 2e-5
 
