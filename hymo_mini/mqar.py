@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from hymo_mini.config import HyMoConfig, ModelConfig, load_config, replace
+from hymo_mini.config import ModelConfig, load_config, replace
 
 __all__ = [
     "MQARTask",
@@ -146,7 +146,7 @@ def train_mqar(model_config: ModelConfig, tasks: list[MQARTask], *, steps: int =
     if max(t.seq_len for t in tasks) > model_config.max_seq_len:
         raise ValueError("a task is longer than the model's max_seq_len")
     torch.manual_seed(seed)
-    model = build_hymo(HyMoConfig(model=model_config)).to(device)
+    model = build_hymo(model_config).to(device)
     groups = param_groups(model, weight_decay)
     for g in groups:
         g.pop("names")
