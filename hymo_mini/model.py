@@ -32,6 +32,11 @@ Readings chosen where the document is wrong or contradicts itself (the book show
   final norm, which is what the MTP module consumes (see mtp.py).
 * **Layer layout and NoPE positions** are chosen in config.py (MLA at {0, 4, ..., 28}, the
   text's layout, not the closing figure's), the **GDN residual** in gdn.py.
+* **mHC** (the second design document, ``config.hc_mult > 1``): the residual stream is
+  widened to ``hc_mult`` streams (the embedding copied), each residual branch (MLA's
+  attention, MLA's MoE, the GDN mixer) is wrapped in its own
+  :class:`~hymo_mini.mhc.ManifoldHyperConnection`, and the mean of the streams is the
+  hidden state. ``hc_mult = 1`` is the plain model, unchanged. See mhc.py.
 * **Gradient checkpointing** (section 3.4) is a switch on the model,
   ``model.gradient_checkpointing = True``: each layer is then recomputed in the backward
   pass instead of keeping its activations (training mode only). The MoE routing
@@ -41,6 +46,8 @@ Readings chosen where the document is wrong or contradicts itself (the book show
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -48,11 +55,12 @@ from torch.utils.checkpoint import checkpoint
 
 from hymo_mini.config import HyMoConfig, ModelConfig
 from hymo_mini.gdn import GatedDeltaNetBlock
+from hymo_mini.mhc import ManifoldHyperConnection, collapse, expand
 from hymo_mini.mla import MLABlock
 from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.mtp import MultiTokenPrediction, mtp_losses
 
-__all__ = ["HyMo", "build_hymo", "check_tokens", "softcap"]
+__all__ = ["HyMo", "build_hymo", "check_tokens", "softcap", "sublayers"]
 
 
 def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
@@ -90,10 +98,10 @@ class HyMo(nn.Module):
         if not isinstance(config, ModelConfig):
             raise TypeError(f"HyMo takes a ModelConfig (use build_hymo for a HyMoConfig), "
                             f"got {type(config).__name__}")
-        if config.hc_mult != 1:
-            raise NotImplementedError(
-                f"hc_mult={config.hc_mult}: the mHC residual streams are not wired into HyMo; "
-                "use hymo_mini.mhc directly, or hc_mult=1")
+        if config.hc_mult > 1 and config.gdn_residual != "identity":
+            raise ValueError(f"hc_mult={config.hc_mult} wraps each residual branch in mHC, which "
+                             "needs gdn_residual='identity' (the 'document' GDN block has no "
+                             f"residual branch to wrap), got {config.gdn_residual!r}")
         self.config = config
         self.gradient_checkpointing = False
         self.embed = nn.Embedding(config.vocab_size, config.dim)  # (vocab, dim)
@@ -108,6 +116,14 @@ class HyMo(nn.Module):
         self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
         self.head.weight = self.embed.weight  # tied: one tensor, one gradient
         self.mtp = MultiTokenPrediction(config) if config.mtp_depth > 0 else None
+        # mHC, one per residual branch; built last so that every other weight is the same,
+        # seed for seed, as with hc_mult = 1
+        self.mhc = nn.ModuleList(
+            nn.ModuleList(ManifoldHyperConnection(config.dim, config.hc_mult,
+                                                  config.hc_sinkhorn_iters,
+                                                  norm_eps=config.norm_eps)
+                          for _ in sublayers(layer))
+            for layer in self.layers) if config.hc_mult > 1 else None
 
     # ---- pieces -----------------------------------------------------------------------
     def softcap(self, logits: torch.Tensor) -> torch.Tensor:
@@ -118,12 +134,25 @@ class HyMo(nn.Module):
         return self.softcap(self.head(self.norm(hidden)))
 
     def run_layers(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mhc is not None:
+            return self._run_streams(x)
         for layer in self.layers:
             if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
                 x = checkpoint(layer, x, use_reentrant=False)  # recomputed in backward
             else:
                 x = layer(x)  # (b, t, dim)
         return x
+
+    def _run_streams(self, x: torch.Tensor) -> torch.Tensor:
+        """hc_mult > 1: the widened residual through the stack, then the mean stream."""
+        streams = expand(x, self.config.hc_mult)  # (b, t, n, dim)
+        for layer, hcs in zip(self.layers, self.mhc, strict=True):
+            step = partial(_mhc_layer, layer, hcs)
+            if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
+                streams = checkpoint(step, streams, use_reentrant=False)
+            else:
+                streams = step(streams)  # (b, t, n, dim)
+        return collapse(streams)  # (b, t, dim)
 
     def moe_layers(self) -> list[DeepSeekMoE]:
         return [m for m in self.modules() if isinstance(m, DeepSeekMoE)]
@@ -168,7 +197,25 @@ class HyMo(nn.Module):
     def extra_repr(self) -> str:
         c = self.config
         return (f"layers={c.n_layers} (mla at {list(c.mla_positions)}), dim={c.dim}, "
-                f"vocab={c.vocab_size}, mtp_depth={c.mtp_depth}, tied head")
+                f"vocab={c.vocab_size}, mtp_depth={c.mtp_depth}, tied head"
+                + (f", hc_mult={c.hc_mult}" if c.hc_mult > 1 else ""))
+
+
+def sublayers(block: nn.Module) -> tuple:
+    """A block's residual branches in order, each x (b, t, dim) -> F(x) (b, t, dim):
+    ``block(x)`` is ``x + F_1(x)``, then ``+ F_2(.)`` of that. mHC wraps each one."""
+    if isinstance(block, MLABlock):
+        return (lambda x: block.attn(block.attn_norm(x)),  # attention
+                lambda x: block.moe(block.moe_norm(x)))  # MoE
+    if isinstance(block, GatedDeltaNetBlock):
+        return (block.branch,)  # the GDN mixer
+    raise TypeError(f"no residual branches known for {type(block).__name__}")
+
+
+def _mhc_layer(block: nn.Module, hcs: nn.ModuleList, streams: torch.Tensor) -> torch.Tensor:
+    for hc, branch in zip(hcs, sublayers(block), strict=True):
+        streams = hc(streams, branch)  # (b, t, n, dim)
+    return streams
 
 
 def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
