@@ -290,6 +290,7 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
                 history["parts"].setdefault(name, []).append(float(value))
         pending.clear()
 
+    window_start, window_steps, windows = time.perf_counter(), 0, []
     for step in range(start, steps):
         t0 = time.perf_counter()
         micro = [corpus.batch(step * tc.grad_accum_steps + i, tc.batch_size, tc.seq_len,
@@ -312,15 +313,19 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         model.update_moe_biases()
-        _sync(device)
-        t2 = time.perf_counter()
         pending.append((step + 1, step_loss, step_parts, grad_norm.detach(),
                         config.optimizer.lr * lr_scale))
         done = step + 1
-        if done % tc.log_every == 0 or done == steps:
+        window_steps += 1
+        log_now = done % tc.log_every == 0 or done == steps
+        if log_now:
+            _sync(device)  # on a GPU the queued work finishes here: count it as compute
+        t2 = time.perf_counter()
+        if log_now:
             flush()
+            rate = window_steps * tokens_per_step / max(t2 - window_start, 1e-9)
+            windows.append(rate)
             if bar is not None:
-                rate = tokens_per_step / max(t2 - t0, 1e-9)
                 bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", tok_s=f"{rate:,.0f}")
         if bar is not None:
             bar.update(1)
@@ -339,6 +344,8 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
         timing["compute"] += t2 - t1
         timing["log"] += (t3 - t2) + (t5 - t4)
         timing["eval"] += t4 - t3
+        if log_now:
+            window_start, window_steps = time.perf_counter(), 0
     flush()
     if bar is not None:
         bar.close()
@@ -351,6 +358,7 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
         "data_fraction": timing["data"] / max(loop, 1e-9),
         "log_fraction": timing["log"] / max(loop, 1e-9),
         "seconds": timing,
+        "window_tokens_per_s": windows,  # one per log interval, evaluation excluded
     }
     if ckpt_path is not None:
         save_checkpoint(ckpt_path, model, optimizer, steps, history, config)
