@@ -143,7 +143,7 @@ def test_same_seed_same_model():
     a = HyMo(config)
     torch.manual_seed(123)
     b = HyMo(config)
-    for (name, pa), (_, pb) in zip(a.state_dict().items(), b.state_dict().items()):
+    for (name, pa), (_, pb) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         assert torch.equal(pa, pb), name
     tokens = tokens_for(config)
     with torch.no_grad():
@@ -213,7 +213,7 @@ def test_update_moe_biases():
     model.loss(tokens_for(config, b=4, t=32))[0].backward()
     before = [m.load_ema.clone() for m in moes]
     model.update_moe_biases()
-    for moe, old in zip(moes, before):
+    for moe, old in zip(moes, before, strict=True):
         assert not torch.equal(moe.load_ema, old)  # the step's load was folded in
         assert moe.expert_bias.abs().sum() > 0  # no deadband: every off-uniform expert moves
         assert moe.last_counts.sum() == 4 * 32 * config.n_activated_experts
@@ -227,8 +227,8 @@ def test_build_hymo_accepts_both_configs():
         build_hymo({"dim": 64})
     with pytest.raises(TypeError, match="ModelConfig"):
         HyMo(full)
-    with pytest.raises(NotImplementedError, match="hc_mult"):
-        HyMo(mini(hc_mult=2))
+    with pytest.raises(ValueError, match="gdn_residual='identity'"):
+        HyMo(mini(hc_mult=2, gdn_residual="document"))  # mHC wraps a residual branch
     with pytest.raises(ConfigError):
         mini(n_kv_groups=3)
 

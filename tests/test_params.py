@@ -42,6 +42,7 @@ VARIANTS = [
     dict(n_shared_experts=2, n_routed_experts=8, n_activated_experts=3),
     dict(n_kv_groups=1, qk_rope_head_dim=0, v_head_dim=8),
     dict(n_layers=5),
+    dict(hc_mult=3),  # mHC: one connection per residual branch
 ]
 
 
@@ -88,6 +89,15 @@ def test_document_mode_gdn_is_the_documented_8_07m():
     t = count_params(config)
     assert t["gdn"].stored / 24 == 8_069_456  # no pre-norm in the documented block
     assert t["norms"].stored == 896 * 17
+
+
+def test_mhc_component():
+    config = dataclasses.replace(load_config("hymo_750m").model, hc_mult=4)
+    t = count_params(config)
+    # 2 per MLA block + 1 per GDN block = 40 modules of (24 x 3584) + 24 + 3
+    assert t["mhc"].stored == 40 * (24 * 4 * 896 + 24 + 3) == 3_441_720
+    assert t.stored == 1_128_087_040 + 3_441_720
+    assert "mHC" not in str(count_params("hymo_750m"))  # absent when hc_mult = 1
 
 
 def test_document_figures_side_by_side():
