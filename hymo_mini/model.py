@@ -183,7 +183,8 @@ class HyMo(nn.Module):
             states = self.mtp(hidden, tokens, self.embed)  # [h_1 (b, T-1, dim), ...]
             mtp_logits = [self.logits(h) for h in states]  # the head once per depth
             losses = mtp_losses(mtp_logits, tokens)  # scored where a target exists
-            for d, (ce, w) in enumerate(zip(losses, self.config.mtp_loss_weights), start=1):
+            weights = self.config.mtp_loss_weights
+            for d, (ce, w) in enumerate(zip(losses, weights, strict=True), start=1):
                 total = total + w * ce
                 parts[f"mtp_{d}"] = ce.detach()
         return total, parts
@@ -229,5 +230,6 @@ def build_hymo(config: HyMoConfig | ModelConfig) -> HyMo:
     if isinstance(config, HyMoConfig):
         config = config.model
     if not isinstance(config, ModelConfig):
-        raise TypeError(f"build_hymo takes a HyMoConfig or ModelConfig, got {type(config).__name__}")
+        raise TypeError(f"build_hymo takes a HyMoConfig or ModelConfig, "
+                        f"got {type(config).__name__}")
     return HyMo(config)

@@ -118,7 +118,7 @@ class ShapeTable:
         lines = []
         for n, row in enumerate(cells):
             parts = [cell.rjust(w) if i == 4 else cell.ljust(w)
-                     for i, (cell, w) in enumerate(zip(row, widths))]
+                     for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
             lines.append("  ".join(parts).rstrip())
             if n == 0:
                 lines.append("  ".join("-" * w for w in widths))
