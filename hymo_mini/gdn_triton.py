@@ -61,12 +61,14 @@ __all__ = ["triton_gated_delta_rule", "GatedDeltaRuleFunction", "CONFIGS", "INTE
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-# Launch parameters per kernel, measured on an H200 (benchmarks/gdn.py --tune; results in
-# benchmarks/results/). fwd "block": the columns of the state per program. bwd "chunk":
-# the checkpoint interval C (even).
+# Launch parameters per kernel and input width (4: fp32, 2: bf16/fp16), measured on an
+# H200 (benchmarks/gdn.py --tune; results in benchmarks/results/). fwd "block": columns of
+# the state per program. bwd "chunk": the checkpoint interval C (even).
 CONFIGS = {
-    "fwd": dict(block=8, num_warps=1, num_stages=4),
-    "bwd": dict(chunk=64, num_warps=1, num_stages=3),
+    "fwd": {4: dict(block=8, num_warps=1, num_stages=3),
+            2: dict(block=8, num_warps=1, num_stages=3)},
+    "bwd": {4: dict(chunk=64, num_warps=2, num_stages=3),
+            2: dict(chunk=64, num_warps=2, num_stages=3)},
 }
 # The interpreter runs programs one after the other: fewest programs, no pipelining, and
 # short segments so that the tests' sequences span several checkpoints.
@@ -109,7 +111,6 @@ def _fwd_kernel(v, b, c, g, A, h0, o, ht, ckpt, T,
     b_h = tl.zeros([BS, BD], dtype=tl.float32)
     if USE_H0:
         b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0).to(tl.float32)
-    p_ck = ckpt + i_bh.to(tl.int64) * tl.cdiv(T, C) * S * D + o_h  # ckpt: (B*H, T/C, S, D)
     row = i_b.to(tl.int64) * T * H + i_h  # (i_b, t=0, i_h)
     p_b = b + row * S + o_s[:, None] + o_2[None, :] * (H * S)  # [BS, 2]
     p_c = c + row * S + o_s[:, None] + o_2[None, :] * (H * S)  # [BS, 2]
@@ -124,8 +125,8 @@ def _fwd_kernel(v, b, c, g, A, h0, o, ht, ckpt, T,
         b_g0, b_g1 = tl.split(tl.load(p_g, mask=m_st, other=0.0))  # [BS]
         b_v0, b_v1 = tl.split(tl.load(p_v, mask=m_dt, other=0.0).to(tl.float32))  # [BD]
         if STORE_CKPT:  # H_{t-1} when t opens a segment (a scalar test, broadcast for the mask)
-            m_ck = m_h & ((o_h * 0 + t % C) == 0)
-            tl.store(p_ck + (t // C) * (S * D), b_h, mask=m_ck)
+            p_ck = ckpt + (i_bh.to(tl.int64) * tl.cdiv(T, C) + t // C) * (S * D) + o_h
+            tl.store(p_ck, b_h, mask=m_h & ((o_h * 0 + t % C) == 0))  # ckpt: (B*H, T/C, S, D)
         b_h = b_h * tl.exp(b_g0 * b_A)[:, None] + b_b0[:, None] * b_v0[None, :]  # H_t
         b_o0 = tl.sum(b_h * b_c0[:, None], axis=0)  # [BD]
         b_h = b_h * tl.exp(b_g1 * b_A)[:, None] + b_b1[:, None] * b_v1[None, :]  # H_{t+1}
@@ -187,9 +188,10 @@ def _bwd_kernel(v, b, c, g, A, do, dht, ckpt, scratch, dv, db, dc, dg, dA, dh0, 
         p_v = v + (row0 + t0 * H) * D + o_d[:, None] + o_2[None, :] * (H * D)  # [BD, 2]
         for j in tl.range(0, C, 2, num_stages=NUM_STAGES):
             m_t = (t0 + j + o_2) < T  # [2]
-            b_b0, b_b1 = tl.split(tl.load(p_b, mask=m_s[:, None] & m_t[None, :], other=0.0).to(tl.float32))
-            b_g0, b_g1 = tl.split(tl.load(p_g, mask=m_s[:, None] & m_t[None, :], other=0.0))
-            b_v0, b_v1 = tl.split(tl.load(p_v, mask=m_d[:, None] & m_t[None, :], other=0.0).to(tl.float32))
+            m_st, m_dt = m_s[:, None] & m_t[None, :], m_d[:, None] & m_t[None, :]
+            b_b0, b_b1 = tl.split(tl.load(p_b, mask=m_st, other=0.0).to(tl.float32))  # [BS]
+            b_g0, b_g1 = tl.split(tl.load(p_g, mask=m_st, other=0.0))  # [BS]
+            b_v0, b_v1 = tl.split(tl.load(p_v, mask=m_dt, other=0.0).to(tl.float32))  # [BD]
             tl.store(p_sc + j * (S * D), b_h, mask=m_h)
             b_h = b_h * tl.exp(b_g0 * b_A)[:, None] + b_b0[:, None] * b_v0[None, :]
             tl.store(p_sc + (j + 1) * (S * D), b_h, mask=m_h)
@@ -245,19 +247,23 @@ def _bwd_kernel(v, b, c, g, A, do, dht, ckpt, scratch, dv, db, dc, dg, dA, dh0, 
 # --------------------------------------------------------------------------------------
 # Launchers and the autograd wrapper
 # --------------------------------------------------------------------------------------
-def _config(name: str) -> dict:
-    return (INTERPRET_CONFIGS if INTERPRET else CONFIGS)[name]
+def _itemsize_key(v: torch.Tensor) -> int:
+    return 2 if v.element_size() == 2 else 4
 
 
-def _chunk(T: int) -> int:
+def _config(name: str, v: torch.Tensor) -> dict:
+    return INTERPRET_CONFIGS[name] if INTERPRET else CONFIGS[name][_itemsize_key(v)]
+
+
+def _chunk(v: torch.Tensor) -> int:
     """The checkpoint interval C: the configured one, or less for short sequences (even)."""
-    return max(2, min(_config("bwd")["chunk"], triton.next_power_of_2(T)))
+    return max(2, min(_config("bwd", v)["chunk"], triton.next_power_of_2(v.shape[1])))
 
 
 def _fwd(v, b, c, g32, A, h0, output_final_state, store_ckpt):
     B, T, H, D = v.shape
     S = b.shape[-1]
-    cfg, C = _config("fwd"), _chunk(T)
+    cfg, C = _config("fwd", v), _chunk(v)
     BD = min(triton.next_power_of_2(D), cfg["block"])
     ND = triton.cdiv(D, BD)
     o = torch.empty_like(v)  # (B, T, H, D), v's dtype
@@ -273,7 +279,7 @@ def _fwd(v, b, c, g32, A, h0, output_final_state, store_ckpt):
 def _bwd(v, b, c, g32, A, h0, ckpt, do, dht):
     B, T, H, D = v.shape
     S = b.shape[-1]
-    cfg, C = _config("bwd"), _chunk(T)
+    cfg, C = _config("bwd", v), _chunk(v)
     scratch = v.new_empty(B * H, C, S, D, dtype=torch.float32)  # one segment of states
     dv, db, dc = torch.empty_like(v), torch.empty_like(b), torch.empty_like(b)
     dg = g32.new_empty(B, T, H)  # fp32
@@ -288,14 +294,14 @@ def _bwd(v, b, c, g32, A, h0, ckpt, do, dht):
 
 
 class GatedDeltaRuleFunction(torch.autograd.Function):
-    """(v, b, c, g, A, initial_state, output_final_state) -> (o, final_state or None)."""
+    """(v, b, c, g, A, initial_state, output_final_state, store_ckpt) -> (o, final_state or
+    None). ``store_ckpt``: keep the checkpoints a backward needs."""
 
     @staticmethod
-    def forward(ctx, v, b, c, g, A, initial_state, output_final_state):
+    def forward(ctx, v, b, c, g, A, initial_state, output_final_state, store_ckpt):
         v, b, c, A = (t.contiguous() for t in (v, b, c, A))
         g32 = g.contiguous().float()  # (B, T, H): fp32, one word per step and head
         h0 = initial_state.contiguous() if initial_state is not None else None
-        store_ckpt = any(ctx.needs_input_grad[:6])
         o, ht, ckpt = _fwd(v, b, c, g32, A, h0, output_final_state, store_ckpt)
         ctx.save_for_backward(v, b, c, g32, A, h0, ckpt)
         ctx.g_dtype = g.dtype
@@ -308,7 +314,7 @@ class GatedDeltaRuleFunction(torch.autograd.Function):
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dv, db, dc, dg, dA, dh0 = _bwd(v, b, c, g32, A, h0, ckpt, do,
                                        dht.contiguous() if dht is not None else None)
-        return dv, db, dc, dg.to(ctx.g_dtype), dA.to(A.dtype), dh0, None
+        return dv, db, dc, dg.to(ctx.g_dtype), dA.to(A.dtype), dh0, None, None
 
 
 def triton_gated_delta_rule(v, b, c, g, A, initial_state=None, output_final_state=False):
@@ -331,5 +337,8 @@ def triton_gated_delta_rule(v, b, c, g, A, initial_state=None, output_final_stat
         state = (initial_state.float() if initial_state is not None
                  else v.new_zeros(B, H, b.shape[-1], D, dtype=torch.float32))
         return o, (state if output_final_state else None)
-    o, ht = GatedDeltaRuleFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state))
-    return o, ht
+    inputs = [t for t in (v, b, c, g, A, initial_state) if t is not None]
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
+    # checkpoints only when a backward can follow: inference keeps nothing
+    return GatedDeltaRuleFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state),
+                                        needs_grad)

@@ -50,7 +50,8 @@ def run(fn, leaves, decay_scale, do, dht, output_final_state):
     if output_final_state:
         loss = loss + (final.double() * dht).sum()
     loss.backward()
-    grads = {n: t.grad for n, t in zip(["v", "b", "c", "g", "A_log", "h0"], leaves)}
+    names = ["v", "b", "c", "g", "A_log", "h0"][: len(leaves)]
+    grads = {n: t.grad for n, t in zip(names, leaves, strict=True)}
     grads["A"] = A.grad
     return o, final, grads
 
@@ -109,10 +110,15 @@ def test_kernel_matches_reference(case):
 def test_split_blocks_with_masked_tails(monkeypatch):
     """D split in blocks of 8 (20 = 8 + 8 + 4) in the forward, as on the GPU, with masked
     tail blocks; and checkpoints every 4 steps, so T=7 ends in a partial segment."""
-    configs = {name: dict(cfg) for name, cfg in gdn_triton.INTERPRET_CONFIGS.items()}
-    configs["fwd"]["block"], configs["bwd"]["chunk"] = 8, 4
-    monkeypatch.setattr(gdn_triton, "INTERPRET_CONFIGS", configs)
-    monkeypatch.setattr(gdn_triton, "CONFIGS", configs)
+    if gdn_triton.INTERPRET:
+        configs = {name: dict(cfg) for name, cfg in gdn_triton.INTERPRET_CONFIGS.items()}
+        configs["fwd"]["block"], configs["bwd"]["chunk"] = 8, 4
+        monkeypatch.setattr(gdn_triton, "INTERPRET_CONFIGS", configs)
+    else:
+        configs = {name: {k: dict(c) for k, c in cfg.items()}
+                   for name, cfg in gdn_triton.CONFIGS.items()}
+        configs["fwd"][4]["block"], configs["bwd"][4]["chunk"] = 8, 4
+        monkeypatch.setattr(gdn_triton, "CONFIGS", configs)
     check_against_reference(1, 7, 2, 12, 20, torch.float32, 1.0, True, True, 2e-5)
 
 
@@ -128,7 +134,7 @@ def test_only_final_state_used():
     grads_ref = torch.autograd.grad(final_ref.square().sum(), ref_leaves, allow_unused=True)
     assert rel_err(final, final_ref) < 2e-5
     assert grads_ref[2] is None and not grads[2].any()  # the state never reads c
-    errs = [rel_err(gr, gr_ref) for gr, gr_ref in zip(grads, grads_ref) if gr_ref is not None]
+    errs = [rel_err(gr, ref) for gr, ref in zip(grads, grads_ref, strict=True) if ref is not None]
     assert max(errs) < 2e-5, errs
 
 

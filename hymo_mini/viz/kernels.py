@@ -1,0 +1,120 @@
+"""Figures of the GDN kernel benchmark (section 6 of the design document).
+
+The numbers are read from the JSON that ``benchmarks/gdn.py`` wrote on the GPU machine
+(``benchmarks/results/gdn_*.json``, committed); nothing here measures. Every figure names
+the GPU, the date and the command of the run it draws.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+__all__ = ["RESULTS_DIR", "load_results", "benchmark_figure", "sweep_figure", "FIGURES"]
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+# fixed colours so a backend looks the same in every panel and figure
+COLORS = {"eager": "#7f7f7f", "chunk": "#9467bd", "triton": "#d62728",
+          "triton_chunk": "#ff7f0e", "fla_fused_recurrent": "#1f77b4", "fla_chunk": "#17becf"}
+LABELS = {"eager": "eager loop", "chunk": "hymo chunk (torch)", "triton": "hymo Triton recurrent",
+          "triton_chunk": "hymo Triton chunk", "fla_fused_recurrent": "fla fused_recurrent_gla",
+          "fla_chunk": "fla chunk_gla"}
+
+
+def load_results(path: str | Path | None = None, need: str = "shapes") -> dict | None:
+    """The benchmark report at ``path``, else the newest ``gdn_*.json`` in RESULTS_DIR that
+    has a ``need`` section; None if there is none."""
+    if path is not None:
+        return json.loads(Path(path).read_text())
+    for file in sorted(RESULTS_DIR.glob("gdn_*.json"), reverse=True):
+        report = json.loads(file.read_text())
+        if report.get(need):
+            report.setdefault("environment", {})["file"] = file.name
+            return report
+    return None
+
+
+def _caption(report: dict) -> str:
+    env = report.get("environment", {})
+    return (f"{env.get('gpu', 'no GPU')}, torch {env.get('torch', '?')}, triton "
+            f"{env.get('triton', '?')}, fla-core {env.get('fla_core', '-')}, {env.get('date', '')}"
+            f"\n{env.get('command', '')}")
+
+
+def _missing(what: str) -> Figure:
+    fig = Figure(figsize=(6, 2))
+    ax = fig.subplots()
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"no {what} in benchmarks/results/gdn_*.json yet:\n"
+            "run benchmarks/gdn.py on a GPU", ha="center", va="center")
+    return fig
+
+
+def benchmark_figure(report: dict | None = None) -> Figure:
+    """Forward, forward+backward (ms, log scale) and peak memory (MiB) of every backend,
+    one group of bars per shape and dtype."""
+    report = report if report is not None else load_results(need="shapes")
+    if not report or not report.get("shapes"):
+        return _missing("shape results")
+    groups = list(report["shapes"])
+    backends = [b for b in LABELS if any(b in e["results"] for e in report["shapes"].values())]
+    fig = Figure(figsize=(13, 4.6), layout="constrained")
+    axes = fig.subplots(1, 3)
+    metrics = [("fwd_ms", "forward (ms)"), ("fwdbwd_ms", "forward + backward (ms)"),
+               ("peak_mib", "peak memory of fwd + bwd (MiB)")]
+    width = 0.8 / max(len(backends), 1)
+    for ax, (key, title) in zip(axes, metrics, strict=True):
+        for i, name in enumerate(backends):
+            ys = [report["shapes"][grp]["results"].get(name, {}).get(key) for grp in groups]
+            xs = [j + (i - (len(backends) - 1) / 2) * width for j in range(len(groups))]
+            pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y]
+            if pts:
+                bars = ax.bar([p[0] for p in pts], [p[1] for p in pts], width,
+                              color=COLORS[name], label=LABELS[name])
+                if key != "peak_mib":
+                    ax.bar_label(bars, fmt="%.3g", fontsize=6, rotation=90, padding=2)
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([g.replace("_H40", "").replace("_", "\n", 1) for g in groups],
+                           fontsize=7)
+        ax.set_title(title, fontsize=10)
+        if key != "peak_mib":
+            ax.set_yscale("log")
+            ax.set_ylabel("milliseconds (log)")
+        else:
+            ax.set_ylabel("MiB above the inputs")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("GDN recurrence, S = D = 32: " + _caption(report), fontsize=8)
+    return fig
+
+
+def sweep_figure(report: dict | None = None) -> Figure:
+    """Time against sequence length T at B=1, H=40 (log-log): forward solid, forward +
+    backward dashed."""
+    report = report if report is not None else load_results(need="sweep_T")
+    if not report or not report.get("sweep_T"):
+        return _missing("T sweep")
+    sweep = report["sweep_T"]
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    ax = fig.subplots()
+    for name, res in sweep["results"].items():
+        for key, style in (("fwd_ms", "-"), ("fwdbwd_ms", "--")):
+            pts = [(T, y) for T, y in zip(sweep["T"], res[key], strict=True) if y]
+            if pts:
+                which = "fwd" if key == "fwd_ms" else "fwd+bwd"
+                ax.plot(*zip(*pts, strict=True), style, marker="o", ms=3, color=COLORS.get(name),
+                        label=f"{LABELS.get(name, name)} ({which})")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length T (tokens)")
+    ax.set_ylabel("milliseconds")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    ax.set_title(f"B={sweep['B']}, H={sweep['H']}, S=D=32, {sweep['dtype']}\n" + _caption(report),
+                 fontsize=8)
+    return fig
+
+
+FIGURES = {"gdn_benchmark.png": benchmark_figure, "gdn_benchmark_sweep.png": sweep_figure}
