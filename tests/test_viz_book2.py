@@ -71,3 +71,75 @@ def test_rope_widget_functions_take_widget_values():
     assert len(rope_plots.rope_spectrum_figure(500.0, 8, 16, 512, False).axes) == 2
     assert isinstance(rope_plots.rotation_2d_figure(pair=3, position=40), Figure)
     assert isinstance(rope_plots.relative_score_figure(16, 1_000.0, 100, "random"), Figure)
+
+
+# ---- chapter 08: MoE -------------------------------------------------------------------
+from hymo_mini.config import load_config, replace  # noqa: E402
+from hymo_mini.viz import moe_plots  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return load_config("hymo_750m").model
+
+
+def test_imbalanced_router_has_no_preference_at_zero_skew(prod):
+    moe = moe_plots.imbalanced_router(prod, skew=0.0)
+    u = moe_plots._direction(prod.dim)
+    assert (moe.gate.weight @ u).abs().max() < 1e-4  # nothing along the shared direction
+    x = moe_plots.router_tokens(prod, 2048)
+    with torch.no_grad():
+        load = moe.route(x).counts.float() / (2048 * 2) * 16
+    assert load.max() < 1.3 and load.min() > 0.7
+
+
+def test_skew_moves_load_to_the_last_experts(prod):
+    x = moe_plots.router_tokens(prod, 2048)
+    with torch.no_grad():
+        counts = moe_plots.imbalanced_router(prod, skew=0.1).route(x).counts.float()
+    assert counts[8:].sum() > 2 * counts[:8].sum()
+
+
+def test_dropped_fraction_matches_the_routing(prod):
+    x = moe_plots.router_tokens(prod, 512)
+    roomy = moe_plots.imbalanced_router(replace(prod, capacity_factor=16.0), skew=0.1)
+    tight = moe_plots.imbalanced_router(replace(prod, capacity_factor=1.0), skew=0.1)
+    assert moe_plots.dropped_fraction(roomy, x) == 0.0
+    with torch.no_grad():
+        kept = tight.route(x).kept
+    assert moe_plots.dropped_fraction(tight, x) == pytest.approx(1 - kept.float().mean().item())
+    assert moe_plots.dropped_fraction(tight, x) > 0.05
+
+
+def test_bias_balancing_pulls_load_towards_uniform(prod):
+    kwargs = dict(skew=0.1, steps=150, n_tokens=256, load_ema_alpha=0.1)
+    on = moe_plots.simulate_balancing(prod, **kwargs)
+    off = moe_plots.simulate_balancing(prod, balance=False, **kwargs)
+    end_on, end_off = on.loads[-30:].mean(0) * 16, off.loads[-30:].mean(0) * 16
+    assert end_off.max() > 1.8  # the router alone stays imbalanced
+    assert end_on.max() < 1.2 and end_on.min() > 0.8
+    assert off.biases.abs().max() == 0  # no update without balancing
+    assert on.biases.shape == (150, 16) and on.dropped.shape == (150,)
+    # overloaded experts (the last ones) end with a negative bias
+    assert on.biases[-1, -4:].mean() < 0 < on.biases[-1, :4].mean()
+    with pytest.raises(ValueError, match="steps"):
+        moe_plots.simulate_balancing(prod, steps=0)
+
+
+def test_router_precision_bf16_changes_some_choices(prod):
+    result = moe_plots.router_precision(prod, n_tokens=2048)
+    assert result["bf16_spacing"] == 2.0 ** -11
+    assert 0 < result["changed"] < 0.2
+    assert result["gaps"].shape == (2048,) and (result["gaps"] >= 0).all()
+    # a peakier router (larger init) separates its choices by more than bf16's spacing
+    peaky = moe_plots.router_precision(prod, n_tokens=2048, router_std=0.1)
+    assert peaky["changed"] < result["changed"]
+
+
+def test_moe_figures_take_widget_values():
+    assert isinstance(moe_plots.routing_figure(n_tokens=5, router_std=0.05, skew=0.2), Figure)
+    assert len(moe_plots.capacity_figure(1.0, 0.2, 512).axes) == 2
+    assert len(moe_plots.balancing_figure(0.1, 30, 0.1, 0.001, 0.05, 128).axes) == 3
+    assert isinstance(moe_plots.router_precision_figure(0.006, 512), Figure)
+    assert set(moe_plots.FIGURES) == {"moe_routing.png", "moe_capacity.png",
+                                      "moe_balancing.png", "moe_router_precision.png"}
