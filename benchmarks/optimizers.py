@@ -144,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                   lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
     out.write_text(text + "\n")
     for name, v in variants.items():
-        print(f"{name:8s} final val {v['val_loss'][-1]:.4f}  best val {min(v['val_loss']):.4f}  "
-              f"{v['seconds_per_step']:.2f} s/step (optimizer {v['optimizer_seconds_per_step']:.3f})")
+        print(f"{name:8s} final val {v['val_loss'][-1]:.4f}  best val {min(v['val_loss']):.4f}"
+              f"  {v['seconds_per_step']:.2f} s/step "
+              f"(optimizer {v['optimizer_seconds_per_step']:.3f})")
     print(f"wrote {out}")
     return 0
 

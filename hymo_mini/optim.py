@@ -159,7 +159,7 @@ def _compress(names: list[str]) -> list[str]:
             [int(x) for x in re.findall(r"(?<=\.)\d+(?=\.)", name)])
     out = []
     for pattern, numbers in by_pattern.items():
-        columns = [sorted(set(col)) for col in zip(*numbers)]
+        columns = [sorted(set(col)) for col in zip(*numbers, strict=True)]
         size = 1
         for col in columns:
             size *= len(col)

@@ -163,7 +163,7 @@ def test_full_step_equals_muon_plus_adamw(small):
         opt.step()
         muon.step()
         adamw.step()
-    for (name, a), b in zip(ours.named_parameters(), ref.parameters()):
+    for (name, a), b in zip(ours.named_parameters(), ref.parameters(), strict=True):
         assert torch.equal(a, b), name
     assert [g["lr"] for g in opt.param_groups] == [0.02, 1e-3, 1e-3]
     assert [g["initial_lr"] for g in opt.param_groups] == [0.02, 1e-3, 1e-3]
@@ -198,7 +198,7 @@ def test_state_dict_round_trip_gives_identical_steps(small, name, normuon):
             for g in o.param_groups:  # a schedule changing the rates must reach both
                 g["lr"] = 0.5 * g["initial_lr"]
             o.step()
-    for (n, a), b in zip(model.named_parameters(), resumed.parameters()):
+    for (n, a), b in zip(model.named_parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b), n
 
 
@@ -246,7 +246,7 @@ def test_normuon_one_step_equal_row_rms_and_muon_norm():
     _uneven_grads(plain, 0)
     nor.step()
     muon.step()
-    for w0, a, b in zip(before, model.parameters(), plain.parameters()):
+    for w0, a, b in zip(before, model.parameters(), plain.parameters(), strict=True):
         a, b = a.detach(), b.detach()
         upd_nor, upd_muon = w0 * (1 - lr * wd) - a, w0 * (1 - lr * wd) - b
         rms_nor = upd_nor.square().mean(dim=1).sqrt()
@@ -274,12 +274,13 @@ def test_normuon_matches_a_float64_loop_over_steps():
         lr = 0.02 * (step + 1) / 4
         opt.param_groups[0]["lr"] = lr
         _uneven_grads(model, step)
-        for s, p in zip(shadows, model.parameters()):
+        for s, p in zip(shadows, model.parameters(), strict=True):
             s.grad = p.grad.clone()
         olds = [s.detach().clone() for s in shadows]
         shadow_opt.step()
         opt.step()
-        for i, (s, old, p) in enumerate(zip(shadows, olds, model.parameters())):
+        params = model.parameters()
+        for i, (s, old, p) in enumerate(zip(shadows, olds, params, strict=True)):
             rows, cols = p.shape
             o = (old - s.detach()).double() / max(1.0, rows / cols) ** 0.5  # Muon's O
             v[i] = beta2 * v[i] + (1 - beta2) * o.square().mean(dim=1)
@@ -307,8 +308,8 @@ def test_parameter_in_two_groups_is_an_error(mini):
     groups = _muon_groups(mini)
     head = ("head.weight", mini.head.weight)  # the tied tensor again, under its other name
     groups[0]["params"] = groups[0]["params"] + [head]
-    with pytest.raises(OptimizerSplitError,
-                       match=r"more than one group: embed\.weight = head\.weight \(groups \[0, 1\]\)"):
+    twice = r"more than one group: embed\.weight = head\.weight \(groups \[0, 1\]\)"
+    with pytest.raises(OptimizerSplitError, match=twice):
         MuonAdamW(mini, groups)
 
 

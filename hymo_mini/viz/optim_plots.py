@@ -58,10 +58,10 @@ def optimizer_comparison(result: dict | None = None, smooth: int = 20, show_trai
                         lw=0.9, alpha=0.45)
             ax.plot(v["val_step"], v["val_loss"], "o-", color=color, ms=4, lw=1.6,
                     label=label if ax is ax_all else None)
-        tail = [x for st, x in zip(v["val_step"], v["val_loss"]) if st >= start]
+        points = list(zip(v["val_step"], v["val_loss"], strict=True))
         if show_train:
-            tail += [x for st, x in zip(v["train_step"], _smooth(v["train_main"], max(smooth, 1)))
-                     if st >= start]
+            points += zip(v["train_step"], _smooth(v["train_main"], max(smooth, 1)), strict=True)
+        tail = [x for st, x in points if st >= start]
         low, high = min(low, *tail), max(high, *tail)
         ax_end.annotate(f"{v['val_loss'][-1]:.3f}", (v["val_step"][-1], v["val_loss"][-1]),
                         xytext=(4, 0), textcoords="offset points", color=color, fontsize=8,
@@ -94,7 +94,7 @@ def split_figure(table) -> Figure:
     y = list(range(len(rows)))[::-1]
     ax.barh(y, [r[4] for r in rows], color=[colors[r[0]] for r in rows])
     ax.set_yticks(y, [f"{r[1]} ({r[3]})" for r in rows], fontsize=8)
-    for yi, r in zip(y, rows):
+    for yi, r in zip(y, rows, strict=True):
         ax.text(r[4], yi, f" {r[4]:,}", va="center", fontsize=7)
     ax.set_xscale("log")
     ax.set_xlim(right=4 * max(r[4] for r in rows))  # room for the numbers
