@@ -98,12 +98,16 @@ def mqar_batch(task: MQARTask, batch_size: int, generator: torch.Generator):
 # Models
 # ------------------------------------------------------------------------------------------
 # name -> (layer layout, GDN rule): mla_every 0 = all GDN, 1 = all MLA, 4 = the 3:1 hybrid
+# "MLA first" is the document's text layout (MLA at 0, 4, ...), "MLA last" its figure's
+# (MLA at 3, 7, ...); with 4 layers each hybrid has one MLA layer and three GDN layers.
 VARIANTS = {
     "GDN (gla)": dict(mla_every=0, mla_offset=0, gdn_rule="gla"),
     "GDN (delta)": dict(mla_every=0, mla_offset=0, gdn_rule="delta"),
     "MLA": dict(mla_every=1, mla_offset=0, gdn_rule="gla"),
-    "3:1 hybrid (gla)": dict(mla_every=4, mla_offset=0, gdn_rule="gla"),
-    "3:1 hybrid (delta)": dict(mla_every=4, mla_offset=0, gdn_rule="delta"),
+    "3:1 MLA first (gla)": dict(mla_every=4, mla_offset=0, gdn_rule="gla"),
+    "3:1 MLA first (delta)": dict(mla_every=4, mla_offset=0, gdn_rule="delta"),
+    "3:1 MLA last (gla)": dict(mla_every=4, mla_offset=3, gdn_rule="gla"),
+    "3:1 MLA last (delta)": dict(mla_every=4, mla_offset=3, gdn_rule="delta"),
 }
 
 
