@@ -71,7 +71,7 @@ def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
 
 def check_tokens(tokens, config: ModelConfig, min_len: int = 1) -> None:
     """Raise a clear error unless ``tokens`` is a (batch, time) integer tensor of ids in
-    [0, vocab_size) with min_len <= time <= max_seq_len."""
+    [0, vocab_size) with min_len <= time <= max_seq_len (ids are checked on CPU only)."""
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
     if tokens.ndim != 2:
@@ -83,7 +83,10 @@ def check_tokens(tokens, config: ModelConfig, min_len: int = 1) -> None:
         raise ValueError(f"tokens has {T} positions; this needs at least {min_len}")
     if T > config.max_seq_len:
         raise ValueError(f"tokens has {T} positions, more than max_seq_len={config.max_seq_len}")
-    if tokens.device.type != "meta" and tokens.numel():
+    # The value check reads two numbers back from the device: free on the CPU, but a
+    # host-device synchronisation per step on a GPU, so it runs on CPU tensors only (on a
+    # GPU an out-of-range id still stops the embedding, with a less helpful message).
+    if tokens.device.type == "cpu" and tokens.numel():
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high >= config.vocab_size:
             raise ValueError(f"token ids must be in [0, vocab_size={config.vocab_size}), "

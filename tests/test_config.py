@@ -65,6 +65,10 @@ def test_derived_layout_variants():
     assert figure.mla_positions == (3, 7, 11, 15, 19, 23, 27, 31)
     assert dataclasses.replace(figure, nope_hybrid_gdn=True).nope_gdn_positions == (
         2, 6, 10, 14, 18, 22, 26, 30)
+    all_gdn = dataclasses.replace(m, mla_every=0)
+    assert all_gdn.mla_positions == () and all_gdn.layer_types == ("gdn",) * 32
+    all_mla = dataclasses.replace(m, mla_every=1)
+    assert all_mla.gdn_positions == () and all_mla.nope_gdn_positions == ()
     mini = load_config("hymo_mini").model
     assert mini.layer_types == ("mla", "gdn", "gdn", "gdn", "mla", "gdn", "gdn", "gdn")
     assert mini.moe_capacity(1) == 1  # never zero slots
@@ -124,6 +128,9 @@ MODEL_ERRORS = [
     (dict(gdn_residual="none"), "gdn_residual"),
     (dict(gdn_backend="cuda"), "gdn_backend"),
     (dict(embed_init="xavier"), "embed_init"),
+    (dict(gdn_rule="delta-net"), "gdn_rule"),
+    (dict(mla_every=-1), "mla_every"),
+    (dict(mla_every=0, mla_offset=1), "mla_offset"),
 ]
 
 
