@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from hymo_mini.config import ModelConfig, load_config, replace
+from hymo_mini.config import ModelConfig, OptimizerConfig, load_config, replace
 
 __all__ = [
     "MQARTask",
@@ -141,7 +141,7 @@ def train_mqar(model_config: ModelConfig, tasks: list[MQARTask], *, steps: int =
     """Train ``HyMo(model_config)`` on batches drawn from ``tasks`` (one task per step, in
     a seeded random order). Returns (model, losses per step)."""
     from hymo_mini.model import build_hymo
-    from hymo_mini.train import param_groups
+    from hymo_mini.optim import build_optimizer
 
     vocab = {t.vocab_size for t in tasks}
     if len(vocab) != 1 or model_config.vocab_size != vocab.pop():
@@ -151,17 +151,15 @@ def train_mqar(model_config: ModelConfig, tasks: list[MQARTask], *, steps: int =
         raise ValueError("a task is longer than the model's max_seq_len")
     torch.manual_seed(seed)
     model = build_hymo(model_config).to(device)
-    groups = param_groups(model, weight_decay)
-    for g in groups:
-        g.pop("names")
-    opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98))
+    opt = build_optimizer(model, OptimizerConfig(lr=lr, betas=(0.9, 0.98),
+                                                 weight_decay=weight_decay))
     gen = torch.Generator().manual_seed(seed)
     pick = random.Random(seed)
     losses = []
     model.train()
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = lr * _lr_scale(step, steps, warmup=max(steps // 10, 1))
+            g["lr"] = g["initial_lr"] * _lr_scale(step, steps, warmup=max(steps // 10, 1))
         inputs, targets = mqar_batch(pick.choice(tasks), batch_size, gen)
         logits = model(inputs.to(device))  # (b, T, vocab)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.to(device).flatten(),

@@ -4,15 +4,16 @@ One optimizer step is
 
     lr    = optimizer.lr * wsd(step)                  warmup-stable-decay schedule
     loss  = model.loss(batch)                         main CE + weighted MTP losses
-    grads → clip to optimizer.grad_clip → AdamW step → model.update_moe_biases()
+    grads → clip to optimizer.grad_clip → optimizer step → model.update_moe_biases()
 
 with ``training.grad_accum_steps`` micro-batches per step. Choices the document leaves
 open (its optimizer and scheduler sections are empty), made here and shown in the book:
 
-* **Weight decay groups.** AdamW decays matrices only. No decay on norm scales, biases,
-  the GDN gate parameters (``A_log``, ``dt_bias``, ``D``) and the MoE router ``gate``:
-  pulling a decay rate or a router towards zero changes what the layer does, not just how
-  big its weights are. The tied embedding (also the output head) is decayed.
+* **Optimizer groups** come from :func:`hymo_mini.optim.build_optimizer`: with
+  ``optimizer.name = "adamw"`` (the tiny preset) AdamW decays matrices and not norm
+  scales, biases, q/k scales, the GDN decay parameters (``A_log``, ``dt_bias``, ``D``) or
+  the MoE router; ``"muon"`` puts the MLA and GDN matrices on Muon. Every group's rate is
+  its ``initial_lr`` times the schedule, so ``lr`` and ``muon_lr`` follow it together.
 * **WSD.** Over ``max_steps`` steps: ``warmup_frac`` of linear warmup from lr/W to lr,
   a flat stretch, then ``decay_frac`` of linear decay to ``min_lr_ratio * lr``.
 * **Resumable.** Batch ``step`` is a pure function of ``(run.seed, step)`` (see
@@ -45,13 +46,12 @@ from hymo_mini.config import (
     replace,
 )
 from hymo_mini.data import ByteCorpus, DataError, load_corpus
+from hymo_mini.optim import build_optimizer
 
 __all__ = [
     "CheckpointError",
     "TrainResult",
     "wsd_multiplier",
-    "param_groups",
-    "build_optimizer",
     "save_checkpoint",
     "load_checkpoint",
     "evaluate",
@@ -60,8 +60,6 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "hymo_mini-checkpoint-1"
-# parameter names (or name endings) that are never weight-decayed, besides all 1-D tensors
-NO_DECAY_NAMES = ("norm", "A_log", "dt_bias", "gate.weight")
 
 
 class CheckpointError(ValueError):
@@ -84,38 +82,6 @@ def wsd_multiplier(step: int, max_steps: int, sched: SchedulerConfig) -> float:
         return 1.0
     done = (step - decay_start + 1) / decay  # reaches 1 at the last step
     return 1.0 - (1.0 - sched.min_lr_ratio) * done
-
-
-def _decays(name: str, param: torch.Tensor) -> bool:
-    if param.ndim < 2:
-        return False  # norm scales, biases, D, dt_bias
-    return not any(key in name.split(".")[-1] or name.endswith(key) for key in NO_DECAY_NAMES)
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Two AdamW groups: decayed matrices, and everything else at weight_decay 0.
-    Tied parameters appear once."""
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():  # deduplicates tied weights
-        if param.requires_grad:
-            (decay if _decays(name, param) else no_decay).append((name, param))
-    return [
-        {"params": [p for _, p in decay], "names": [n for n, _ in decay],
-         "weight_decay": weight_decay},
-        {"params": [p for _, p in no_decay], "names": [n for n, _ in no_decay],
-         "weight_decay": 0.0},
-    ]
-
-
-def build_optimizer(model: torch.nn.Module, config: HyMoConfig) -> torch.optim.AdamW:
-    opt = config.optimizer
-    if opt.name != "adamw":
-        raise ConfigError(f"OptimizerConfig.name: train.py implements 'adamw' only, "
-                          f"got {opt.name!r}")
-    groups = param_groups(model, opt.weight_decay)
-    for group in groups:
-        group.pop("names")
-    return torch.optim.AdamW(groups, lr=opt.lr, betas=opt.betas, eps=opt.eps)
 
 
 # --------------------------------------------------------------------------------------
@@ -187,6 +153,7 @@ class TrainResult:
     history: dict  # step, loss, lr, grad_norm, parts{name: [...]}, val_step, val_loss
     stats: dict = field(default_factory=dict)  # timings: tokens/s, data/log fractions
     checkpoint: Path | None = None
+    optimizer: torch.optim.Optimizer | None = None
 
 
 def _empty_history() -> dict:
@@ -254,7 +221,7 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
     device = torch.device(device)
     torch.manual_seed(config.run.seed)
     model = (build_hymo(config) if model is None else model).to(device)
-    optimizer = build_optimizer(model, config)
+    optimizer = build_optimizer(model, config.optimizer)
     history, start = _empty_history(), 0
     ckpt_path = None if out_dir is None else Path(out_dir) / "checkpoint.pt"
     if resume:
@@ -268,7 +235,6 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
             raise CheckpointError(f"the checkpoint is already at step {start}; ask for "
                                   f"more steps (at most max_steps={tc.max_steps})")
     val_batches = corpus.val_batches(tc.eval_batches, tc.batch_size, tc.seq_len)
-    base_lrs = [config.optimizer.lr for _ in optimizer.param_groups]
     tokens_per_step = tc.batch_size * tc.seq_len * tc.grad_accum_steps
     timing = {"data": 0.0, "compute": 0.0, "log": 0.0, "eval": 0.0}
     pending: list[tuple[int, torch.Tensor, dict, torch.Tensor, float]] = []
@@ -298,8 +264,8 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
                  for i in range(tc.grad_accum_steps)]
         t1 = time.perf_counter()
         lr_scale = wsd_multiplier(step, tc.max_steps, config.scheduler)
-        for group, base in zip(optimizer.param_groups, base_lrs):
-            group["lr"] = base * lr_scale
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"] * lr_scale
         step_loss, step_parts = 0.0, {}
         for batch in micro:
             with _autocast(config, device):
@@ -363,7 +329,8 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
     if ckpt_path is not None:
         save_checkpoint(ckpt_path, model, optimizer, steps, history, config)
         (Path(out_dir) / "history.json").write_text(json.dumps(history))
-    return TrainResult(model=model, history=history, stats=stats, checkpoint=ckpt_path)
+    return TrainResult(model=model, history=history, stats=stats, checkpoint=ckpt_path,
+                       optimizer=optimizer)
 
 
 # --------------------------------------------------------------------------------------

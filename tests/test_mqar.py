@@ -73,7 +73,8 @@ def test_variant_layouts():
     layout = {name: variant_config(name, 129, 64).layer_types for name in VARIANTS}
     assert layout["GDN (gla)"] == ("gdn",) * 4 == layout["GDN (delta)"]
     assert layout["MLA"] == ("mla",) * 4
-    assert layout["3:1 hybrid (gla)"] == ("mla", "gdn", "gdn", "gdn")
+    assert layout["3:1 MLA first (gla)"] == ("mla", "gdn", "gdn", "gdn")
+    assert layout["3:1 MLA last (delta)"] == ("gdn", "gdn", "gdn", "mla")
     assert variant_config("GDN (delta)", 129, 64).gdn_rule == "delta"
     c = variant_config("MLA", 129, 64)
     assert c.mtp_depth == 0 and c.vocab_size == 129

@@ -12,10 +12,10 @@ from hymo_mini import train as train_module
 from hymo_mini.config import ConfigError, SchedulerConfig, dump_config, load_config, replace
 from hymo_mini.data import DataError, load_corpus
 from hymo_mini.model import build_hymo
+from hymo_mini.optim import build_optimizer
 from hymo_mini.train import (
     CheckpointError,
     load_checkpoint,
-    param_groups,
     save_checkpoint,
     train,
     wsd_multiplier,
@@ -67,30 +67,35 @@ def test_wsd_without_warmup_or_decay():
 
 
 # ---- optimizer groups -------------------------------------------------------------------
-def test_weight_decay_groups():
-    model = build_hymo(tiny_config())
-    decay, no_decay = param_groups(model, 0.1)
-    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
-    names_decay, names_none = set(decay["names"]), set(no_decay["names"])
-    every = {n for n, _ in model.named_parameters()}
-    assert names_decay | names_none == every and not names_decay & names_none
-    for name in every:
+def test_training_uses_the_configs_optimizer_groups(corpus):
+    """AdamW with no decay on norms, biases, scales, GDN decay parameters and the router."""
+    result = train(tiny_config(max_steps=1), corpus, progress=False)
+    model = result.model
+    names = {id(p): n for n, p in model.named_parameters()}
+    opt = result.optimizer
+    assert isinstance(opt, torch.optim.AdamW)
+    decayed = {names[id(p)] for g in opt.param_groups if g["weight_decay"] > 0
+               for p in g["params"]}
+    plain = {names[id(p)] for g in opt.param_groups if g["weight_decay"] == 0
+             for p in g["params"]}
+    assert decayed | plain == set(names.values()) and not decayed & plain
+    for name in plain:
         leaf = name.split(".")[-1]
-        if "norm" in name or leaf in ("A_log", "dt_bias", "D", "bias") or name.endswith(
-                "moe.gate.weight"):
-            assert name in names_none, name
+        assert ("norm" in name or leaf in ("A_log", "dt_bias", "D", "q_scale", "k_scale")
+                or name.endswith("moe.gate.weight")), name
     for name in ("embed.weight", "layers.0.attn.wq_a.weight", "layers.1.in_proj.weight",
-                 "layers.1.g_proj.weight", "layers.0.moe.experts.0.w1.weight"):
-        assert name in names_decay, name
-    # the tied head is the embedding: listed once
-    assert "head.weight" not in every
+                 "layers.0.moe.experts.0.w1.weight"):
+        assert name in decayed, name
 
 
-def test_only_adamw():
-    cfg = tiny_config()
+def test_muon_trains_too(corpus):
+    cfg = tiny_config(max_steps=2)
     cfg = replace(cfg, optimizer=replace(cfg.optimizer, name="muon"))
-    with pytest.raises(ConfigError, match="adamw"):
-        train_module.build_optimizer(build_hymo(cfg), cfg)
+    result = train(cfg, corpus, progress=False)
+    assert len(result.history["loss"]) == 2
+    scale = wsd_multiplier(1, 2, cfg.scheduler)  # the last step's schedule factor
+    lrs = sorted({g["lr"] for g in result.optimizer.param_groups})
+    assert lrs == pytest.approx([cfg.optimizer.lr * scale, cfg.optimizer.muon_lr * scale])
 
 
 # ---- the loop ---------------------------------------------------------------------------
@@ -165,7 +170,7 @@ def test_checkpoint_from_another_config(corpus, tmp_path):
 def test_checkpoint_is_never_half_written(tmp_path, monkeypatch):
     cfg = tiny_config()
     model = build_hymo(cfg)
-    opt = train_module.build_optimizer(model, cfg)
+    opt = build_optimizer(model, cfg.optimizer)
     path = save_checkpoint(tmp_path / "checkpoint.pt", model, opt, 1, {"loss": [1.0]}, cfg)
     good = path.read_bytes()
 
