@@ -13,6 +13,9 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
+# two xdist workers share two cores: more than one thread each makes torch up to 10x slower
+torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _seed():
