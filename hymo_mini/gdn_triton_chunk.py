@@ -62,15 +62,17 @@ __all__ = ["triton_chunk_gated_delta_rule", "ChunkGatedDeltaRuleFunction", "CONF
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DOT_PRECISION = "tf32"  # "ieee" for full fp32 products (slower), "tf32x3" in between
+INTRA = "loop"  # the 16 x 16 block attention: "loop" over columns, or one "3d" tensor
 
-# Launch parameters per kernel (chosen on an H200). "split": block of S and D rows/columns
-# a sequential state program owns (the (n, d) entries of the state evolve independently).
+# Launch parameters per kernel, from a sweep on an H200 at B=4, T=4096, H=40, S=D=32 fp32.
+# "split": the (split x split) block of the state a sequential program owns (its (n, d)
+# entries evolve independently, so 4 programs share one (b, h) at S = D = 32).
 CONFIGS = {
-    "chunk": 64,  # BC: steps per stored state
-    "state_fwd": dict(split=16, num_warps=1, num_stages=2),
-    "output_fwd": dict(num_warps=4, num_stages=1),
-    "state_bwd": dict(split=16, num_warps=1, num_stages=2),
-    "chunk_bwd": dict(num_warps=4, num_stages=1),
+    "chunk": 64,  # BC: steps per stored state (128 was slower)
+    "state_fwd": dict(split=16, num_warps=1, num_stages=3),
+    "output_fwd": dict(num_warps=2, num_stages=2),
+    "state_bwd": dict(split=16, num_warps=2, num_stages=3),
+    "chunk_bwd": dict(num_warps=2, num_stages=1),
 }
 INTERPRET_CONFIGS = {
     "chunk": 32,
@@ -79,7 +81,7 @@ INTERPRET_CONFIGS = {
     "state_bwd": dict(split=1 << 30, num_warps=1, num_stages=1),
     "chunk_bwd": dict(num_warps=1, num_stages=1),
 }
-BT = 16  # steps per attention block (tl.dot needs 16 at least)
+BT = tl.constexpr(16)  # steps per attention block (tl.dot needs 16 at least)
 
 
 # --------------------------------------------------------------------------------------
@@ -131,20 +133,64 @@ def _state_fwd_kernel(b, v, g, A, h0, hs, ht, T,
 
 
 @triton.jit
-def _block_decays(b_g, b_A, o_i):
-    """For one block: gate sums l [BT], l_end, and the intra-block decays [BT, BT, BS]."""
+def _gate_sums(b_g, o_i):
+    """Gate summed from the block start, l [BT], and over the whole block, l_end."""
     b_l = tl.cumsum(b_g, axis=0)  # [BT]
-    b_lend = tl.sum(tl.where(o_i == BT - 1, b_l, 0.0), axis=0)
-    m_ts = o_i[:, None] >= o_i[None, :]  # [BT, BT] causal: s ≤ t
-    b_gap = tl.where(m_ts, b_l[:, None] - b_l[None, :], 0.0)  # [BT, BT] ≥ 0
+    return b_l, tl.sum(tl.where(o_i == BT - 1, b_l, 0.0), axis=0)
+
+
+@triton.jit
+def _intra_3d(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr):
+    """The block's decay-weighted attention with all decays as one [BT, BT, BS] tensor,
+    E_tsn = exp((l_t - l_s) A_n) for s ≤ t (1 above the diagonal, masked by the caller).
+    Returns W [BT, BT] and, if GRAD, Σ_s M_ts b_s E_ts [BT, BS], Σ_t M_ts c_t E_ts [BT, BS]."""
+    b_gap = tl.where(o_i[:, None] >= o_i[None, :], b_l[:, None] - b_l[None, :], 0.0)  # ≥ 0
     b_E = tl.exp(b_gap[:, :, None] * b_A[None, None, :])  # [BT, BT, BS] in [0, 1]
-    return b_l, b_lend, m_ts, b_E
+    b_W = tl.sum(b_c[:, None, :] * b_b[None, :, :] * b_E, axis=2)  # [BT, BT]
+    b_dc = tl.zeros_like(b_c)
+    b_db = tl.zeros_like(b_b)
+    if GRAD:
+        b_dc = tl.sum(b_M[:, :, None] * b_b[None, :, :] * b_E, axis=1)  # [BT, BS]
+        b_db = tl.sum(b_M[:, :, None] * b_c[:, None, :] * b_E, axis=0)  # [BT, BS]
+    return b_W, b_dc, b_db
+
+
+@triton.jit
+def _intra_loop(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr):
+    """The same as _intra_3d one column s at a time: [BT, BS] tensors only (fewer
+    registers), decays E_s = exp((l_t - l_s) A) for the column's rows t ≥ s."""
+    b_W = tl.zeros([BT, BT], dtype=tl.float32)
+    b_dc = tl.zeros_like(b_c)
+    b_db = tl.zeros_like(b_b)
+    for s in tl.static_range(BT):
+        m_row = o_i == s  # [BT]
+        b_bs = tl.sum(tl.where(m_row[:, None], b_b, 0.0), axis=0)  # [BS] row s of b
+        b_ls = tl.sum(tl.where(m_row, b_l, 0.0), axis=0)
+        b_Es = tl.exp(tl.where(o_i >= s, b_l - b_ls, 0.0)[:, None] * b_A[None, :])  # [BT, BS]
+        b_cE = b_c * b_Es  # [BT, BS]
+        b_W += tl.where(m_row[None, :], tl.sum(b_cE * b_bs[None, :], axis=1)[:, None], 0.0)
+        if GRAD:
+            b_Ms = tl.sum(tl.where(m_row[None, :], b_M, 0.0), axis=1)  # [BT] column s of M
+            b_dc += b_Ms[:, None] * b_bs[None, :] * b_Es  # dc_t += M_ts b_s E_ts
+            b_dbs = tl.sum(b_Ms[:, None] * b_cE, axis=0)  # [BS] db_s = Σ_t M_ts c_t E_ts
+            b_db += tl.where(m_row[:, None], b_dbs[None, :], 0.0)
+    return b_W, b_dc, b_db
+
+
+@triton.jit
+def _intra(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr, LOOP: tl.constexpr):
+    if LOOP:
+        b_W, b_dc, b_db = _intra_loop(b_c, b_b, b_M, b_l, b_A, o_i, GRAD)
+    else:
+        b_W, b_dc, b_db = _intra_3d(b_c, b_b, b_M, b_l, b_A, o_i, GRAD)
+    return tl.where(o_i[:, None] >= o_i[None, :], b_W, 0.0), b_dc, b_db
 
 
 @triton.jit
 def _output_fwd_kernel(v, b, c, g, A, hs, o, T,
                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                       BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
+                       BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr,
+                       LOOP: tl.constexpr):
     """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -159,15 +205,14 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, T,
         o_t = i_c * BC + i_t * BT + o_i
         m_t = o_t < T
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend, m_ts, b_E = _block_decays(b_g, b_A, o_i)
+        b_l, b_lend = _gate_sums(b_g, o_i)
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         # read the state the block starts with, then the block itself
         b_cH = b_c * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
         b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-        b_W = tl.sum(b_c[:, None, :] * b_b[None, :, :] * b_E, axis=2)  # [BT, BT]
-        b_W = tl.where(m_ts, b_W, 0.0)
+        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, False, LOOP)  # [BT, BT]
         b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
         tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
@@ -219,7 +264,8 @@ def _state_bwd_kernel(c, g, A, do, dht, dhs, dh0, T,
 @triton.jit
 def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                      BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
+                      BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr,
+                      LOOP: tl.constexpr):
     """dv, db, dc, dg and Σ g dlog for one chunk of one (b, h): its blocks right to left."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -254,7 +300,7 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
         o_t = i_c * BC + i_t * BT + o_i
         m_t = o_t < T
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend, m_ts, b_E = _block_decays(b_g, b_A, o_i)
+        b_l, b_lend = _gate_sums(b_g, o_i)
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
@@ -262,21 +308,22 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
         b_ec = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] block start -> t
         b_eb = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> block end
         b_eT = tl.exp(b_lend * b_A)  # [BS] the whole block
-        b_W = tl.where(m_ts, tl.sum(b_c[:, None, :] * b_b[None, :, :] * b_E, axis=2), 0.0)
         b_M = tl.dot(b_do, tl.trans(b_v), input_precision=PRECISION)  # [BT, BT] do_t·v_s
-        b_M = tl.where(m_ts, b_M, 0.0)
+        b_Mdiag = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_M, 0.0), axis=1)  # [BT]
+        b_M = tl.where(o_i[:, None] > o_i[None, :], b_M, 0.0)  # pairs s < t
+        b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, True, LOOP)
         b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
         b_dv += tl.dot(b_b * b_eb, b_dh, input_precision=PRECISION)
-        b_dc = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
-        b_dc += tl.sum(b_M[:, :, None] * b_b[None, :, :] * b_E, axis=1)
-        b_db = b_eb * tl.dot(b_v, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
-        b_db += tl.sum(b_M[:, :, None] * b_c[:, None, :] * b_E, axis=0)
-        # dlog_t = Σ_{u ≥ t} (c_u dc_u - b_u db_u) + rowsum(H_end ⊙ dH_end)
-        b_hend = b_h * b_eT[:, None]
-        b_hend += tl.dot(tl.trans(b_b * b_eb), b_v, input_precision=PRECISION)  # [BS, BD]
-        b_dl = b_c * b_dc - b_b * b_db  # [BT, BS]
-        b_dlog = tl.cumsum(b_dl, axis=0, reverse=True)  # [BT, BS] Σ over u ≥ t
-        b_dlog += tl.sum(b_hend * b_dh, axis=1)[None, :]  # [BT, BS]
+        b_dch = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
+        b_dbh = b_eb * tl.dot(b_v, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+        # dlog_t, summed so that no two large terms cancel (see the module docstring):
+        # later reads of the block-start state, earlier writes to the block end, the pairs
+        # s < t ≤ t' inside the block (a prefix sum of column minus row sums), the carry.
+        b_x = b_b * (b_dbh + b_dbi) - b_c * b_dci  # [BT, BS]
+        b_dlog = tl.cumsum(b_c * b_dch, axis=0, reverse=True) + tl.cumsum(b_x, axis=0) - b_x
+        b_dlog += (b_eT * tl.sum(b_h * b_dh, axis=1))[None, :]  # [BT, BS]
+        b_dc = b_dch + b_dci + b_Mdiag[:, None] * b_b  # + the t = s terms
+        b_db = b_dbh + b_dbi + b_Mdiag[:, None] * b_c
         b_dA += tl.sum(b_dlog * b_g[:, None], axis=0)  # [BS]
         b_dg = tl.sum(b_dlog * b_A[None, :], axis=1)  # [BT]
         o_ts, o_td = (row0 + o_t[:, None] * H) * S + o_s[None, :], \
@@ -327,7 +374,7 @@ def _forward(v, b, c, g, A, h0, output_final_state):
     o = torch.empty_like(v)
     _output_fwd_kernel[(NC, B * H)](
         v, b, c, g, A, hs, o, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, PRECISION=DOT_PRECISION,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        LOOP=INTRA == "loop", num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return o, hs, ht
 
 
@@ -349,7 +396,7 @@ def _backward(v, b, c, g, A, h0, hs, do, dht):
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
     _chunk_bwd_kernel[(NC, B * H)](
         v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
-        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        PRECISION=DOT_PRECISION, LOOP=INTRA == "loop", num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     dA = dA.view(B, H, NC, S).sum(dim=(0, 2))  # (H, S)
     return dv, db, dc, dg, dA, dh0
 
