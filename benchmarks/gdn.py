@@ -3,16 +3,18 @@
     H_t = exp(g_t * A) ⊙ H_{t-1} + b_t ⊗ v_t,    o_t = c_t^T H_t
 
 Backends: every hymo_mini dispatcher backend that imports ("eager", "chunk", "triton",
-"triton_chunk"), and the peer, flash-linear-attention's GLA kernels called so that they
-compute exactly this recurrence: q = c, k = b, gk = g[..., None] * A (a natural-log decay
-per state dimension), scale = 1.0, layout [B, T, H, *]:
+"triton_chunk"; "triton_kernel" is the recurrent kernel's autograd Function called without
+the dispatcher and its input checks), and the peer, flash-linear-attention's GLA kernels
+called so that they compute exactly this recurrence: q = c, k = b, gk = g[..., None] * A
+(a natural-log decay per state dimension), scale = 1.0, layout [B, T, H, *]:
 
     fla_fused_recurrent   fla.ops.gla.fused_recurrent_gla(c, b, v, gk=gk, scale=1.0)
     fla_chunk             fla.ops.gla.chunk_gla(c, b, v, g=gk, scale=1.0)
 
 For each shape and dtype: every backend's output is first checked against the eager loop
 (run in fp32 on the same, already rounded inputs), gradients too where the loop's backward
-is affordable (T <= --grad-check-max-T, else against fla_fused_recurrent), then timed:
+is affordable (T <= --grad-check-max-T, else against fla_fused_recurrent, whose gate
+gradient is itself approximate); a backend is timed only if its output agrees:
 
     fwd_ms      forward only, no autograd (triton.testing.do_bench, median)
     fwdbwd_ms   forward + backward to v, b, c, g and A_log (A = -exp(A_log) in the graph)
@@ -51,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from hymo_mini import gdn  # noqa: E402
 
-HYMO_BACKENDS = ["eager", "chunk", "triton", "triton_chunk"]
+HYMO_BACKENDS = ["eager", "chunk", "triton", "triton_kernel", "triton_chunk"]
 FLA_BACKENDS = ["fla_fused_recurrent", "fla_chunk"]
 DEFAULT_SHAPES = ["B4_T4096_H40", "B1_T16384_H40"]
 SWEEP_T = [1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -60,6 +62,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 # ------------------------------------------------------------------------------ backends
 def hymo_backend(name):
+    if name == "triton_kernel":  # the autograd Function alone: no input checks, no dispatch
+        from hymo_mini.gdn_triton import GatedDeltaRuleFunction
+        return lambda v, b, c, g, A: GatedDeltaRuleFunction.apply(
+            v, b, c, g, A, None, False, torch.is_grad_enabled())[0]
     return lambda v, b, c, g, A: gdn.gated_delta_rule(v, b, c, g, A, backend=name)[0]
 
 
@@ -77,7 +83,9 @@ def fla_backend(name):
 def available_backends(device):
     found = {}
     for name in HYMO_BACKENDS:
-        if gdn._available(name) and (not name.startswith("triton") or gdn._triton_usable(device)):
+        module = "triton" if name == "triton_kernel" else name
+        if gdn._available(module) and (not name.startswith("triton")
+                                       or gdn._triton_usable(device)):
             found[name] = hymo_backend(name)
     if device.type == "cuda":
         try:
@@ -201,8 +209,9 @@ def bench_shape(shape, dtype_name, backends, args, device):
                 check["grads_vs"] = grads_source
                 for n, gr, gr_ref in zip(GRAD_NAMES, grads, grads_ref, strict=True):
                     check[n] = rel_err(gr, gr_ref)
-            errors = [e for k, e in check.items() if k != "grads_vs"]
-            check["agrees"] = all(e < tol for e in errors)  # False on NaN too
+            # outputs gate the timing; gradients are reported (fla's gate gradient is itself
+            # approximate: it comes from a cumulative-sum identity, see gdn_triton.py)
+            check["agrees"] = check["o"] < tol  # False on NaN too
         except Exception as err:  # a backend that fails is reported, not timed
             check = {"error": f"{type(err).__name__}: {err}", "agrees": False}
         entry["checks"][name] = check
@@ -225,7 +234,7 @@ def bench_shape(shape, dtype_name, backends, args, device):
         entry["results"][name] = result
         print(f"  time  {shape} {dtype_name} {name:20s} {result}", flush=True)
     ratios = {}
-    for name in ("triton", "triton_chunk", "chunk"):
+    for name in ("triton", "triton_kernel", "triton_chunk", "chunk"):
         for peer in ("fla_fused_recurrent", "fla_chunk", "eager"):
             mine, theirs = entry["results"].get(name), entry["results"].get(peer)
             if mine and theirs:
@@ -260,9 +269,9 @@ def sweep(backends, args, device):
 
 # ------------------------------------------------------------------------------ tuning
 TUNE_FWD = [dict(block=bl, num_warps=w, num_stages=st) for bl, w, st in
-            [(8, 1, 1), (8, 1, 3), (8, 1, 5), (16, 1, 3), (32, 1, 3), (16, 2, 3)]]
+            [(8, 1, 3), (16, 1, 3), (32, 1, 3), (32, 2, 3)]]
 TUNE_BWD = [dict(chunk=ch, num_warps=w, num_stages=st) for ch, w, st in
-            [(64, 2, 1), (64, 1, 3), (64, 2, 3), (64, 4, 3), (64, 8, 3)]]
+            [(64, 1, 3), (64, 2, 3), (64, 4, 3), (32, 2, 3)]]
 
 
 def tune(shape, dtype_name, device):
@@ -295,7 +304,8 @@ def tune(shape, dtype_name, device):
         out["bwd"].append({**cfg, "ms": ms, "rel_vs_first": err})
         print(f"  tune bwd {dtype_name} {cfg} {ms:.3f} ms", flush=True)
     kt.CONFIGS["bwd"][key] = saved["bwd"]
-    best = {name: min(out[name], key=lambda r: r["ms"] if r["rel_vs_first"] < 1e-5 else 1e9)
+    same = 1e-5 if dtype == torch.float32 else 1e-2  # 16-bit outputs round differently
+    best = {name: min(out[name], key=lambda r: r["ms"] if r["rel_vs_first"] < same else 1e9)
             for name in ("fwd", "bwd")}
     out["best"] = {name: {k: r[k] for k in r if k not in ("ms", "rel_vs_first")}
                    for name, r in best.items()}
