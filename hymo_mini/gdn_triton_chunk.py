@@ -24,12 +24,22 @@ state at the block's end, H the state at its start, M_ts = do_t · v_s for s ≤
     dv_s = Σ_{t≥s} W_ts do_t + (b_s ⊙ exp((l_end - l_s) A)) dH
     dc_t = exp(l_t A) ⊙ (H do_t) + Σ_{s≤t} M_ts b_s ⊙ exp((l_t - l_s) A)
     db_s = exp((l_end - l_s) A) ⊙ (dH v_s) + Σ_{t≥s} M_ts c_t ⊙ exp((l_t - l_s) A)
-    dlog_t = Σ_{u≥t in block} (c_u ⊙ dc_u - b_u ⊙ db_u) + rowsum(H_end ⊙ dH)
 
-dlog_t is the gradient of the log-decay g_t A (an S-vector): the sum telescopes from the
-identity dlog_t = rowsum(H_{t-1} ⊙ dH_{t-1}) (derived in gdn_triton's docstring), so
-the block's end state and its gradient stand for everything after the block. Then
-dg_t = Σ_n A_n dlog_tn and dA = Σ_t g_t dlog_t (per program, summed by torch).
+The gradient of the log-decay g_t A (an S-vector), dlog_t, collects every decay factor
+that spans step t: reads at t' ≥ t of the block-start state, writes at s < t carried to
+the block end, pairs s < t ≤ t' inside the block, and the carry exp(l_end A):
+
+    dlog_t = Σ_{t'≥t} c_t' ⊙ dc^H_t' + Σ_{s<t} (b_s ⊙ (db^H_s + db^W_s) - c_s ⊙ dc^W_s)
+             + exp(l_end A) ⊙ rowsum(H ⊙ dH)
+
+(superscript H: the part through the block's start or end state; W: the in-block part,
+without its t = s terms, which cancel exactly; the W sum is the prefix sum of column
+minus row sums of the pairs s < t'). Then dg_t = Σ_n A_n dlog_tn and
+dA = Σ_t g_t dlog_t. The shorter dlog_t = Σ_{u≥t} (c_u ⊙ dc_u - b_u ⊙ db_u) +
+rowsum(H_end ⊙ dH) is the same number, but it subtracts terms of size one whose
+difference is tiny when the decay is strong; with TF32 products that left dA wrong by
+5-8% at decay x10 (measured on the H200). Every term above carries its decay factor, so
+it is small exactly when the true gradient is, and the error stays at TF32 level (1e-3).
 
 The backward needs the state at each block's start and its gradient at each block's end.
 A sequential kernel, right to left, stores the gradient at each chunk's end,
@@ -42,9 +52,25 @@ Memory: besides the inputs, the forward keeps H_k (B·H·⌈T/64⌉·S·D fp32; 
 T=4096, H=40, S=D=32); the backward adds the same for dH_k and returns the gradients.
 
 Precision: all arithmetic in fp32; tl.dot multiplies fp32 in TF32 on the GPU
-(``DOT_PRECISION``), relative error about 1e-3; the interpreter computes plain fp32.
-Inputs may be fp32, bf16, fp16 (or fp64, computed in fp32); o and every gradient come
-back in their input's dtype, the final state in fp32.
+(``DOT_PRECISION``), relative error about 1e-3 (fla's chunk_gla: the same); the
+interpreter computes plain fp32. Inputs may be fp32, bf16, fp16 (or fp64, computed in
+fp32); o and every gradient come back in their input's dtype, the final state in fp32.
+
+Measured (one H200, torch 2.11, Triton 3.6, fla-core 0.6.0, 2026-11-30; B=4, T=4096,
+H=40, S=D=32, fp32; forward | forward+backward | peak memory of forward+backward):
+this kernel 0.80 ms | 3.21 ms | 2235 MB; fla chunk_gla 0.73 ms | 2.50 ms | 3512 MB.
+bf16: 1.05 | 3.40 ms. B=1, T=16384 fp32: 1.11 | 3.83 ms (bf16 1.32 | 4.05 ms); fla was
+not re-timed at these, its reference run gave 0.60 | 2.53, 0.94 | 3.15 and 0.80 | 3.04.
+So memory is 36% below fla's, but time is 1.1x (forward) and 1.3x (forward+backward)
+fla's, not the 0.9x aimed for, and the forward is 9.4x the copy time of its bytes
+(0.085 ms), not 3x. Where the time goes (profiler, fp32): the per-chunk backward kernel
+2.0-2.9 ms (2 or 4 warps), the per-chunk forward 0.6-0.74 ms, the two sequential state
+kernels 0.12 ms each (0.39 ms at T=16384). The per-chunk kernels are bound by the
+[16, 16, S] decay tensor: 512 exponentials per step, and the registers it takes (2 warps
+beat 4 and 8). The next step is to shrink it: within a 16-step block, pairs in different
+8-step halves can use the factored form c exp((l_t - l_8) A) · b exp((l_8 - l_s) A), both
+factors ≤ 1 (a tl.dot), halving the direct tensor; and the backward's rebuild of each
+block's start state (a 64-step tl.dot and 64 x S exponentials per block) can go.
 """
 
 from __future__ import annotations
@@ -62,7 +88,6 @@ __all__ = ["triton_chunk_gated_delta_rule", "ChunkGatedDeltaRuleFunction", "CONF
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DOT_PRECISION = "tf32"  # "ieee" for full fp32 products (slower), "tf32x3" in between
-INTRA = "loop"  # the 16 x 16 block attention: "loop" over columns, or one "3d" tensor
 
 # Launch parameters per kernel, from a sweep on an H200 at B=4, T=4096, H=40, S=D=32 fp32.
 # "split": the (split x split) block of the state a sequential program owns (its (n, d)
@@ -102,8 +127,8 @@ def _state_fwd_kernel(b, v, g, A, h0, hs, ht, T,
                       USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
                       NUM_STAGES: tl.constexpr, PRECISION: tl.constexpr):
     """A (BS, BD) block of the state of one (b, h), chunk after chunk: stores H_k."""
-    i_bh, i_s, i_d = tl.program_id(0) // (NS * ND), (tl.program_id(0) // ND) % NS, \
-        tl.program_id(0) % ND
+    i_bh, i_sd = tl.program_id(0) // (NS * ND), tl.program_id(0) % (NS * ND)
+    i_s, i_d = i_sd // ND, i_sd % ND  # which (BS, BD) block of the state
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BC)
     o_c, o_s, o_d = tl.arange(0, BC), i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
@@ -140,11 +165,14 @@ def _gate_sums(b_g, o_i):
 
 
 @triton.jit
-def _intra_3d(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr):
-    """The block's decay-weighted attention with all decays as one [BT, BT, BS] tensor,
-    E_tsn = exp((l_t - l_s) A_n) for s ≤ t (1 above the diagonal, masked by the caller).
-    Returns W [BT, BT] and, if GRAD, Σ_s M_ts b_s E_ts [BT, BS], Σ_t M_ts c_t E_ts [BT, BS]."""
-    b_gap = tl.where(o_i[:, None] >= o_i[None, :], b_l[:, None] - b_l[None, :], 0.0)  # ≥ 0
+def _intra(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr):
+    """The block's decay-weighted attention, all decays as one [BT, BT, BS] tensor
+    E_tsn = exp((l_t - l_s) A_n) for s ≤ t. Returns W [BT, BT] (causal) and, if GRAD,
+    Σ_s M_ts b_s E_ts and Σ_t M_ts c_t E_ts [BT, BS] for the caller's masked M.
+    (A loop over the 16 columns with [BT, BS] tensors only measured slower on the H200:
+    1.01 / 3.65 ms against 0.83 / 3.36 ms forward / forward+backward at B=4, T=4096.)"""
+    m_ts = o_i[:, None] >= o_i[None, :]  # [BT, BT] causal: s ≤ t
+    b_gap = tl.where(m_ts, b_l[:, None] - b_l[None, :], 0.0)  # [BT, BT] ≥ 0
     b_E = tl.exp(b_gap[:, :, None] * b_A[None, None, :])  # [BT, BT, BS] in [0, 1]
     b_W = tl.sum(b_c[:, None, :] * b_b[None, :, :] * b_E, axis=2)  # [BT, BT]
     b_dc = tl.zeros_like(b_c)
@@ -152,45 +180,13 @@ def _intra_3d(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr):
     if GRAD:
         b_dc = tl.sum(b_M[:, :, None] * b_b[None, :, :] * b_E, axis=1)  # [BT, BS]
         b_db = tl.sum(b_M[:, :, None] * b_c[:, None, :] * b_E, axis=0)  # [BT, BS]
-    return b_W, b_dc, b_db
-
-
-@triton.jit
-def _intra_loop(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr):
-    """The same as _intra_3d one column s at a time: [BT, BS] tensors only (fewer
-    registers), decays E_s = exp((l_t - l_s) A) for the column's rows t ≥ s."""
-    b_W = tl.zeros([BT, BT], dtype=tl.float32)
-    b_dc = tl.zeros_like(b_c)
-    b_db = tl.zeros_like(b_b)
-    for s in tl.static_range(BT):
-        m_row = o_i == s  # [BT]
-        b_bs = tl.sum(tl.where(m_row[:, None], b_b, 0.0), axis=0)  # [BS] row s of b
-        b_ls = tl.sum(tl.where(m_row, b_l, 0.0), axis=0)
-        b_Es = tl.exp(tl.where(o_i >= s, b_l - b_ls, 0.0)[:, None] * b_A[None, :])  # [BT, BS]
-        b_cE = b_c * b_Es  # [BT, BS]
-        b_W += tl.where(m_row[None, :], tl.sum(b_cE * b_bs[None, :], axis=1)[:, None], 0.0)
-        if GRAD:
-            b_Ms = tl.sum(tl.where(m_row[None, :], b_M, 0.0), axis=1)  # [BT] column s of M
-            b_dc += b_Ms[:, None] * b_bs[None, :] * b_Es  # dc_t += M_ts b_s E_ts
-            b_dbs = tl.sum(b_Ms[:, None] * b_cE, axis=0)  # [BS] db_s = Σ_t M_ts c_t E_ts
-            b_db += tl.where(m_row[:, None], b_dbs[None, :], 0.0)
-    return b_W, b_dc, b_db
-
-
-@triton.jit
-def _intra(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr, LOOP: tl.constexpr):
-    if LOOP:
-        b_W, b_dc, b_db = _intra_loop(b_c, b_b, b_M, b_l, b_A, o_i, GRAD)
-    else:
-        b_W, b_dc, b_db = _intra_3d(b_c, b_b, b_M, b_l, b_A, o_i, GRAD)
-    return tl.where(o_i[:, None] >= o_i[None, :], b_W, 0.0), b_dc, b_db
+    return tl.where(m_ts, b_W, 0.0), b_dc, b_db
 
 
 @triton.jit
 def _output_fwd_kernel(v, b, c, g, A, hs, o, T,
                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                       BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr,
-                       LOOP: tl.constexpr):
+                       BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
     """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -212,7 +208,7 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, T,
         # read the state the block starts with, then the block itself
         b_cH = b_c * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
         b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, False, LOOP)  # [BT, BT]
+        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, False)  # [BT, BT]
         b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
         tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
@@ -230,8 +226,8 @@ def _state_bwd_kernel(c, g, A, do, dht, dhs, dh0, T,
                       NUM_STAGES: tl.constexpr, PRECISION: tl.constexpr):
     """A (BS, BD) block of the state gradient of one (b, h), right to left: stores the
     gradient at each chunk's end, and at the start (d initial_state)."""
-    i_bh, i_s, i_d = tl.program_id(0) // (NS * ND), (tl.program_id(0) // ND) % NS, \
-        tl.program_id(0) % ND
+    i_bh, i_sd = tl.program_id(0) // (NS * ND), tl.program_id(0) % (NS * ND)
+    i_s, i_d = i_sd // ND, i_sd % ND  # which (BS, BD) block of the state
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BC)
     o_c, o_s, o_d = tl.arange(0, BC), i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
@@ -264,8 +260,7 @@ def _state_bwd_kernel(c, g, A, do, dht, dhs, dh0, T,
 @triton.jit
 def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                      BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr,
-                      LOOP: tl.constexpr):
+                      BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
     """dv, db, dc, dg and Σ g dlog for one chunk of one (b, h): its blocks right to left."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -311,7 +306,7 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
         b_M = tl.dot(b_do, tl.trans(b_v), input_precision=PRECISION)  # [BT, BT] do_t·v_s
         b_Mdiag = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_M, 0.0), axis=1)  # [BT]
         b_M = tl.where(o_i[:, None] > o_i[None, :], b_M, 0.0)  # pairs s < t
-        b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, True, LOOP)
+        b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, True)
         b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
         b_dv += tl.dot(b_b * b_eb, b_dh, input_precision=PRECISION)
         b_dch = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
@@ -326,12 +321,11 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
         b_db = b_dbh + b_dbi + b_Mdiag[:, None] * b_c
         b_dA += tl.sum(b_dlog * b_g[:, None], axis=0)  # [BS]
         b_dg = tl.sum(b_dlog * b_A[None, :], axis=1)  # [BT]
-        o_ts, o_td = (row0 + o_t[:, None] * H) * S + o_s[None, :], \
-            (row0 + o_t[:, None] * H) * D + o_d[None, :]
-        m_ts_, m_td = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
-        tl.store(dv + o_td, b_dv.to(dv.dtype.element_ty), mask=m_td)
-        tl.store(dc + o_ts, b_dc.to(dc.dtype.element_ty), mask=m_ts_)
-        tl.store(db + o_ts, b_db.to(db.dtype.element_ty), mask=m_ts_)
+        o_row = row0 + o_t[:, None] * H  # [BT, 1]
+        m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
+        tl.store(dv + o_row * D + o_d[None, :], b_dv.to(dv.dtype.element_ty), mask=m_tD)
+        tl.store(dc + o_row * S + o_s[None, :], b_dc.to(dc.dtype.element_ty), mask=m_tS)
+        tl.store(db + o_row * S + o_s[None, :], b_db.to(db.dtype.element_ty), mask=m_tS)
         tl.store(dg + row0 + o_t * H, b_dg.to(dg.dtype.element_ty), mask=m_t)
         # the gradient at the block start = at the end of the block before
         b_dh = b_dh * b_eT[:, None]
@@ -374,7 +368,7 @@ def _forward(v, b, c, g, A, h0, output_final_state):
     o = torch.empty_like(v)
     _output_fwd_kernel[(NC, B * H)](
         v, b, c, g, A, hs, o, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, PRECISION=DOT_PRECISION,
-        LOOP=INTRA == "loop", num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return o, hs, ht
 
 
@@ -396,7 +390,7 @@ def _backward(v, b, c, g, A, h0, hs, do, dht):
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
     _chunk_bwd_kernel[(NC, B * H)](
         v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
-        PRECISION=DOT_PRECISION, LOOP=INTRA == "loop", num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     dA = dA.view(B, H, NC, S).sum(dim=(0, 2))  # (H, S)
     return dv, db, dc, dg, dA, dh0
 

@@ -46,7 +46,7 @@ def run(fn, leaves, decay_scale, do, dht):
     o, final = fn(v, b, c, g, A, h0)
     loss = (o.double() * do).sum() + (final.double() * dht).sum()
     loss.backward()
-    grads = {n: t.grad for n, t in zip(["v", "b", "c", "g", "A_log", "h0"], leaves)}
+    grads = {n: t.grad for n, t in zip([*"vbcg", "A_log", "h0"], leaves, strict=False)}
     grads["A"] = A.grad
     return o, final, grads
 

@@ -54,7 +54,7 @@ def run(fn, leaves, decay_scale, do, dht, output_final_state):
     if output_final_state:
         loss = loss + (final.double() * dht).sum()
     loss.backward()
-    grads = {n: t.grad for n, t in zip(["v", "b", "c", "g", "A_log", "h0"], leaves)}
+    grads = {n: t.grad for n, t in zip([*"vbcg", "A_log", "h0"], leaves, strict=False)}
     grads["A"] = A.grad
     return o, final, grads
 
@@ -127,7 +127,7 @@ def test_only_final_state_used():
     ref_leaves = [t.detach().double().requires_grad_() for t in (v, b, c, g, A_log)]
     _, final_ref = gated_delta_rule_ref(*ref_leaves[:4], -torch.exp(ref_leaves[4]))
     final_ref.sum().backward()
-    for t, r in zip((v, b, g, A_log), ref_leaves[:2] + ref_leaves[3:]):
+    for t, r in zip((v, b, g, A_log), ref_leaves[:2] + ref_leaves[3:], strict=True):
         assert rel_err(t.grad, r.grad) < 5 * FP32_TOL
     assert ref_leaves[2].grad is None  # c only reads: it has no path to the state
     assert torch.equal(c.grad, torch.zeros_like(c))
