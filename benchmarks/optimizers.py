@@ -107,11 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (1 is fastest for this tiny model on 2 cores)")
+    p.add_argument("--seed", type=int, default=None, help="default: run.seed (init, batches)")
     p.add_argument("--max-bytes", type=int, default=4_000_000)
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = load_config(args.config)
+    if args.seed is not None:
+        config = replace(config, run=replace(config.run, seed=args.seed))
     steps = args.steps or config.training.max_steps
     corpus = load_corpus(max_bytes=args.max_bytes)
     print(corpus.describe())
