@@ -166,6 +166,12 @@ class DeepSeekMoE(nn.Module):
         shape = x.shape
         x = x.reshape(-1, self.dim)  # (n, dim)
         out = torch.zeros_like(x)  # (n, dim)
+        if x.is_meta:  # shapes only (the tracer): each expert sees a full (capacity, dim) batch
+            for expert in self.experts:
+                expert(x.new_empty(routing.capacity, self.dim))
+            for shared in self.shared_experts:
+                out = out + shared(x)
+            return out.reshape(shape)
         for e, expert in enumerate(self.experts):
             token, slot = torch.nonzero((routing.indices == e) & routing.kept, as_tuple=True)
             if token.numel() == 0:

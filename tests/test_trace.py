@@ -106,10 +106,6 @@ def test_production_attention_on_meta():
     assert table.rows[0].params == 2_755_040
 
 
-@pytest.mark.xfail(strict=True, raises=(NotImplementedError, RuntimeError), reason=(
-    "needs meta-device paths in moe.DeepSeekMoE.forward (torch.nonzero and int() on the "
-    "routing) and in gdn.check_gdn_inputs (bool() of the finite check); remove this "
-    "marker when they land"))
 def test_production_model_on_meta():
     config = load_config("hymo_750m").model
     with torch.device("meta"):
