@@ -337,10 +337,11 @@ def environment(device):
         env["copy_GBps"] = round(2 * x.numel() * 4 / ms / 1e6, 1)  # read + write
         del x
     try:
-        env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
-                                           capture_output=True).stdout.strip() or None
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
+                                capture_output=True).stdout.strip()
     except OSError:
-        env["git_commit"] = None
+        commit = ""
+    env["git_commit"] = commit if len(commit) == 40 else None  # the device copy has no .git
     return env
 
 

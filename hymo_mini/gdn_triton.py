@@ -4,17 +4,19 @@
     o_t = c_t^T H_t
 
 As the document describes: one program per (batch, head), the state on chip in fp32, a
-sequential loop over time. Three changes from the document's design, each measured by
-``benchmarks/gdn.py``:
+sequential loop over time. What changes, measured on an H200 by ``benchmarks/gdn.py``
+(benchmarks/results/gdn_recurrent_h200_2026-11-30.json):
 
-* **The value axis D is split across programs** in the forward: the D columns of the
-  state evolve independently (the decay acts on rows), so a program can own a (S, BD)
-  slice: B·H·D/BD programs instead of B·H, each with a shorter step.
 * **The loads are software-pipelined.** Nothing a step loads depends on the state, so
-  ``tl.range(..., num_stages=N)`` lets the compiler issue the loads of later steps while
-  this one computes: the loop waits on arithmetic, not on memory latency. Each iteration
-  takes two time steps, as [block, 2] tiles cut by ``tl.split``, so a 16-bit load still
-  moves the 4 bytes per thread that the asynchronous copy needs.
+  ``tl.range(..., num_stages=3)`` has the compiler copy the inputs of the next steps into
+  shared memory while this one computes. Without it every step waits for memory: the
+  forward at B=4, T=4096, H=40, fp32 took 2.74 ms, with it 0.99 ms (D split by 8). Each
+  iteration takes two time steps, as [block, 2] tiles cut by ``tl.split``, so a 16-bit
+  load still moves the 4 bytes per thread that an asynchronous copy needs.
+* **The value axis D can be split across programs** (``CONFIGS["fwd"]["block"]``): the D
+  columns of the state evolve independently, so a program may own an (S, BD) slice. On the
+  H200 it did not pay (0.99 ms with BD=8 against 0.90 ms unsplit, 0.22 µs a step): a step
+  is bound by its chain of dependent instructions, not by how many programs share the GPU.
 * **No state trajectory is stored.** The document keeps every H_t for the backward,
   B·T·H·S·D·4 bytes = 4·4096·40·32·32·4 = 2.68e9 bytes (2.5 GiB) per layer at B=4, T=4096
   (the document says "2.6 GB"). Here the forward keeps one state every C steps.
@@ -33,14 +35,18 @@ recomputed: the forward stores the state entering every segment of C steps, and 
 backward, segment by segment from the last, replays the C steps from that checkpoint
 into a scratch buffer and then walks them right to left. (A cheaper identity,
 dlog_t = dlog_{t+1} + c_t ⊙ dc_t - b_t ⊙ db_t, needs no H_{t-1}, but it subtracts nearly
-equal terms: dA came out with relative errors of 1e-4 at T=4096, against 1e-7 here.)
+equal terms: emulated in fp32 at T=4096, dA came out 1e-4 off, against 1e-7 this way. fla's
+fused_recurrent_gla computes its gate gradient so; on the H200 its dA_log was 1.7e-2 off
+the fp32 loop at B=4, T=4096, this kernel's 1.5e-6.)
 
-Memory arithmetic at B=4, T=4096, H=40, S=D=32, fp32, C=64. Saved by the forward: the
-inputs themselves (no copies) and the checkpoints, B·H·(T/C)·S·D·4 = 160·64·4 KiB =
-42 MB (only when a gradient is needed), plus the final state if returned, 0.66 MB. Extra
-in the backward: the scratch, one segment per (b, h), B·H·C·S·D·4 = 42 MB. Total 84 MB,
-32 times less than the 2.68 GB trajectory. Compute: each step runs three times (forward,
-replay, reverse) instead of twice.
+Memory arithmetic at B=4, T=4096, H=40, S=D=32, fp32. Saved by the forward: the inputs
+themselves (no copies), the checkpoints B·H·(T/C)·S·D·4 bytes (only when a gradient is
+needed), and the final state B·H·S·D·4 = 0.66 MB if it is returned. Extra in the
+backward: the scratch, one segment per (b, h), B·H·C·S·D·4 bytes. At C=32 (the tuned fp32
+value) that is 84 MB + 21 MB; at C=64, 42 MB + 42 MB: about 100 MB either way, 27 times
+less than the 2.68 GB trajectory. Measured peak of a whole forward + backward (o, the
+checkpoints, the scratch and the gradients): 423 MiB, against 615 MiB for fla's
+fused_recurrent_gla. Compute: each step runs three times (forward, replay, reverse).
 
 Sizes need not be powers of two: blocks are the next power of two and loads and stores
 are masked, so S=12, D=20 or T=63 run without padded copies. Everything accumulates in
@@ -61,14 +67,14 @@ __all__ = ["triton_gated_delta_rule", "GatedDeltaRuleFunction", "CONFIGS", "INTE
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-# Launch parameters per kernel and input width (4: fp32, 2: bf16/fp16), measured on an
-# H200 (benchmarks/gdn.py --tune; results in benchmarks/results/). fwd "block": columns of
-# the state per program. bwd "chunk": the checkpoint interval C (even).
+# Launch parameters per kernel and input width (4: fp32, 2: bf16/fp16): the fastest of
+# benchmarks/gdn.py --tune on an H200 (the "tune" section of the results JSON). fwd
+# "block": columns of the state per program. bwd "chunk": the checkpoint interval C (even).
 CONFIGS = {
-    "fwd": {4: dict(block=8, num_warps=1, num_stages=3),
-            2: dict(block=8, num_warps=1, num_stages=3)},
-    "bwd": {4: dict(chunk=64, num_warps=2, num_stages=3),
-            2: dict(chunk=64, num_warps=2, num_stages=3)},
+    "fwd": {4: dict(block=32, num_warps=1, num_stages=3),
+            2: dict(block=32, num_warps=1, num_stages=3)},
+    "bwd": {4: dict(chunk=32, num_warps=2, num_stages=3),
+            2: dict(chunk=64, num_warps=1, num_stages=3)},
 }
 # The interpreter runs programs one after the other: fewest programs, no pipelining, and
 # short segments so that the tests' sequences span several checkpoints.

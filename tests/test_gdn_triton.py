@@ -230,3 +230,17 @@ def test_bad_inputs_are_named(bad):
         kwargs["v"] = v.to(torch.int32)
     with pytest.raises(expected[0], match=expected[1]):
         triton_gated_delta_rule(**kwargs)
+
+
+# ------------------------------------------------------------------------- benchmark figures
+def test_benchmark_figures_draw_the_committed_results():
+    from hymo_mini.viz.kernels import benchmark_figure, load_results, sweep_figure
+
+    report = load_results()
+    assert report is not None, "benchmarks/results/gdn_*.json is missing"
+    entry = report["shapes"]["B4_T4096_H40_float32"]
+    assert entry["checks"]["triton"]["agrees"]  # the timed kernel agreed with the loop
+    fig = benchmark_figure(report)
+    assert len(fig.axes) == 3 and all(ax.patches for ax in fig.axes)
+    assert sweep_figure(report).axes[0].lines
+    assert not benchmark_figure({}).axes[0].patches  # no results: a note, not an error

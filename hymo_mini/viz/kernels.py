@@ -82,6 +82,7 @@ def benchmark_figure(report: dict | None = None) -> Figure:
         ax.set_title(title, fontsize=10)
         if key != "peak_mib":
             ax.set_yscale("log")
+            ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the bar labels
             ax.set_ylabel("milliseconds (log)")
         else:
             ax.set_ylabel("MiB above the inputs")
