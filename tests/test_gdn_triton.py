@@ -234,10 +234,10 @@ def test_bad_inputs_are_named(bad):
 
 # ------------------------------------------------------------------------- benchmark figures
 def test_benchmark_figures_draw_the_committed_results():
-    from hymo_mini.viz.kernels import benchmark_figure, load_results, sweep_figure
+    from hymo_mini.viz.kernels import RESULTS_DIR, benchmark_figure, load_results, sweep_figure
 
-    report = load_results()
-    assert report is not None, "benchmarks/results/gdn_*.json is missing"
+    report = load_results(RESULTS_DIR / "gdn_recurrent_h200_2026-11-30.json")
+    assert load_results() is not None
     entry = report["shapes"]["B4_T4096_H40_float32"]
     assert entry["checks"]["triton"]["agrees"]  # the timed kernel agreed with the loop
     fig = benchmark_figure(report)

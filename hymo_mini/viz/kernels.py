@@ -25,16 +25,17 @@ LABELS = {"eager": "eager loop", "chunk": "hymo chunk (torch)", "triton": "hymo 
 
 
 def load_results(path: str | Path | None = None, need: str = "shapes") -> dict | None:
-    """The benchmark report at ``path``, else the newest ``gdn_*.json`` in RESULTS_DIR that
-    has a ``need`` section; None if there is none."""
+    """The benchmark report at ``path``, else the most recent run (by its recorded date) among
+    ``gdn_*.json`` in RESULTS_DIR that has a ``need`` section; None if there is none."""
     if path is not None:
         return json.loads(Path(path).read_text())
-    for file in sorted(RESULTS_DIR.glob("gdn_*.json"), reverse=True):
+    found = []
+    for file in RESULTS_DIR.glob("gdn_*.json"):
         report = json.loads(file.read_text())
         if report.get(need):
             report.setdefault("environment", {})["file"] = file.name
-            return report
-    return None
+            found.append(report)
+    return max(found, key=lambda r: r["environment"].get("date", ""), default=None)
 
 
 def _caption(report: dict) -> str:
