@@ -115,7 +115,8 @@ def check_gdn_inputs(v, b, c, g, A, initial_state=None) -> None:
     if g.device.type == "meta":  # shape-only tracing: there are no values to check
         return
     with torch.no_grad():
-        if not (torch.isfinite(g).all() and torch.isfinite(A).all()):
+        # one reduction, one host sync (on a GPU each bool() waits for the device)
+        if not bool(torch.isfinite(g).all() & torch.isfinite(A).all()):
             raise ValueError("the decay g * A must be finite: g or A contains inf or nan")
 
 
@@ -198,17 +199,20 @@ def _triton_usable(device: torch.device) -> bool:
 
 
 def _auto_backend(v: torch.Tensor) -> str:
-    """The fastest correct path for the tensors' device.
+    """The fastest correct path for the tensors' device, dtype and length.
 
-    CUDA: the Triton chunk kernel if present, else the recurrent Triton kernel.
-    CPU: the chunked PyTorch form if present (much faster than the loop, and faster than
+    CUDA: the chunked Triton kernel (fastest forward+backward at training lengths on the
+    H200, see benchmarks/results/), the recurrent kernel for short sequences (T < 64, e.g.
+    decoding) where a chunk would be mostly empty, and the PyTorch chunked form for fp64
+    (the kernels compute in fp32).
+    CPU: the chunked PyTorch form (several times faster than the loop, and far faster than
     any kernel under the Triton interpreter), else the plain loop.
     """
-    if v.device.type == "cuda":
-        for name in ("triton_chunk", "triton"):
+    if v.device.type == "cuda" and v.dtype != torch.float64:
+        order = ("triton", "triton_chunk") if v.shape[1] < 64 else ("triton_chunk", "triton")
+        for name in order:
             if _available(name):
                 return name
-        return "chunk" if _available("chunk") else "eager"
     return "chunk" if _available("chunk") else "eager"
 
 
@@ -221,7 +225,10 @@ def gated_delta_rule(v, b, c, g, A, *, initial_state=None, output_final_state=Fa
     "triton_chunk" (chunked Triton kernel). Returns ``(o, final_state)``; final_state is
     None unless ``output_final_state=True``.
     """
-    check_gdn_inputs(v, b, c, g, A, initial_state)
+    # every backend validates its inputs (check_gdn_inputs) itself: checking here as well
+    # would cost a second GPU sync per call
+    if not isinstance(v, torch.Tensor):
+        raise TypeError(f"v must be a torch.Tensor, got {type(v).__name__}")
     if backend == "auto":
         backend = _auto_backend(v)
     if backend not in BACKENDS:

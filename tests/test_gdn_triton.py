@@ -177,12 +177,17 @@ def test_dispatcher_triton_backend_matches_reference():
     assert rel_err(o, o_ref) < 2e-5 and rel_err(final, final_ref) < 2e-5
 
 
+def _fake_cuda(T: int, dtype=torch.float32):
+    return types.SimpleNamespace(device=torch.device("cuda"), dtype=dtype, shape=(1, T, 1, 1))
+
+
 def test_auto_picks_triton_on_cuda_tensors(monkeypatch):
-    on_cuda = types.SimpleNamespace(device=torch.device("cuda"))
     monkeypatch.setattr(gdn, "_available", lambda name: name != "triton_chunk")
-    assert gdn._auto_backend(on_cuda) == "triton"
+    assert gdn._auto_backend(_fake_cuda(4096)) == "triton"
     monkeypatch.setattr(gdn, "_available", lambda name: True)
-    assert gdn._auto_backend(on_cuda) == "triton_chunk"  # the chunked kernel, when present
+    assert gdn._auto_backend(_fake_cuda(4096)) == "triton_chunk"  # the chunked kernel
+    assert gdn._auto_backend(_fake_cuda(1)) == "triton"  # decoding: the recurrent kernel
+    assert gdn._auto_backend(_fake_cuda(4096, torch.float64)) == "chunk"  # kernels are fp32
 
 
 def test_auto_never_picks_a_kernel_on_cpu():
