@@ -1,0 +1,407 @@
+"""Arithmetic and figures of chapter 06, the Triton kernel (section 6 of the document).
+
+Three groups, each checked by ``tests/test_viz_kernel_chapter.py``:
+
+* **Errors** for the ladder loop → kernel → check: :func:`max_rel_error`, :func:`check_line`.
+* **The chunkwise-parallel form drawn**: :func:`decay_matrix` builds, for one head, the
+  (T, T) matrix M with o = M v that the recurrence amounts to, and
+  :func:`chunk_matrix_figure` draws it cut into chunks.
+* **The document's arithmetic and the measured results**: :func:`document_launches`,
+  :func:`launches_per_step` (kernels the eager loop launches per time step, counted by
+  PyTorch's dispatcher), the memory of a stored state trajectory against checkpoints
+  (:func:`memory_bytes`, :func:`recurrent_peak_bytes`, :func:`memory_figure`), and
+  :func:`gpu_results`, which reads the committed ``benchmarks/results/gdn_*.json`` files
+  and returns a table and a figure naming the GPU, the date and the command of each run.
+  Nothing here measures time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+
+__all__ = ["RESULTS_DIR", "DOCUMENT", "max_rel_error", "check_line", "decay_matrix",
+           "chunk_matrix_figure", "document_launches", "launches_per_step", "memory_bytes",
+           "recurrent_peak_bytes", "memory_figure", "load_reports", "Table", "results_table",
+           "speedup_figure", "gpu_results"]
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+# Section 6's numbers, as the document states them (6.1, 6.5, 6.8).
+DOCUMENT = dict(B=4, T=4096, H=40, S=32, D=32, launches_per_step=2, launch_us=10.0,
+                eager_s=13.1, kernel_ms=1.6, speedup=8000, trajectory_gb=2.6, n_gdn_layers=24)
+
+_LABELS = {"eager": "eager loop", "chunk": "hymo chunk (torch)",
+           "triton": "hymo Triton recurrent", "triton_kernel": "hymo Triton recurrent, no checks",
+           "triton_chunk": "hymo Triton chunk", "fla_fused_recurrent": "fla fused_recurrent_gla",
+           "fla_chunk": "fla chunk_gla"}
+_COLORS = {"eager": "#7f7f7f", "chunk": "#9467bd", "triton": "#d62728",
+           "triton_kernel": "#e377c2", "triton_chunk": "#ff7f0e",
+           "fla_fused_recurrent": "#1f77b4", "fla_chunk": "#17becf"}
+
+
+# --------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------
+def max_rel_error(x: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |x - ref| / max |ref|, in float64: the largest error, on the scale of the values."""
+    if x.shape != ref.shape:
+        raise ValueError(f"x has shape {tuple(x.shape)} but ref has {tuple(ref.shape)}")
+    x, ref = x.detach().double().cpu(), ref.detach().double().cpu()
+    return ((x - ref).abs().max() / ref.abs().max()).item()
+
+
+def check_line(name: str, x: torch.Tensor, ref: torch.Tensor, tol: float) -> str:
+    """One rung of the ladder as a line that reads the same on every run: the max error
+    (:func:`max_rel_error`) is compared with ``tol`` rather than printed, since its last
+    digits vary between machines."""
+    if not tol > 0:
+        raise ValueError(f"tol must be positive, got {tol!r}")
+    err = max_rel_error(x, ref)
+    return f"{name:<44} max |x - loop| / max |loop| < {tol:.0e}: {err < tol}"
+
+
+# --------------------------------------------------------------------------------------
+# The chunkwise-parallel form, drawn
+# --------------------------------------------------------------------------------------
+def decay_matrix(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor, A: torch.Tensor):
+    """The recurrence of one head as a matrix: o = M v with, for s ≤ t,
+
+        M_ts = Σ_n c_tn b_sn exp((L_t - L_s) A_n),   L_t = g_1 + ... + g_t
+
+    b, c (T, S); g (T,); A (S,). Returns M (T, T), zero above the diagonal."""
+    if b.ndim != 2 or c.shape != b.shape or g.shape != b.shape[:1] or A.shape != b.shape[1:]:
+        raise ValueError("expected b, c (T, S), g (T,), A (S,); got "
+                         f"{tuple(b.shape)}, {tuple(c.shape)}, {tuple(g.shape)}, {tuple(A.shape)}")
+    L = g.cumsum(0)  # (T,)
+    causal = torch.ones(len(g), len(g), dtype=torch.bool).tril()  # (t, s)
+    gap = (L[:, None] - L[None, :]).masked_fill(~causal, 0.0)  # (t, s) ≥ 0 where s ≤ t
+    decay = torch.exp(gap[..., None] * A)  # (t, s, n) in [0, 1]
+    M = torch.einsum("tn,sn,tsn->ts", c, b, decay)
+    return M * causal
+
+
+def _example(T: int, S: int, decay: float, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    b = torch.randn(T, S, generator=gen, dtype=torch.float64) / S**0.5
+    c = torch.randn(T, S, generator=gen, dtype=torch.float64) / S**0.5
+    g = torch.sigmoid(torch.randn(T, generator=gen, dtype=torch.float64))
+    A = -decay * torch.linspace(0.05, 1.0, S, dtype=torch.float64)  # slow to fast dims
+    return b, c, g, A
+
+
+def chunk_matrix_figure(T: int = 32, chunk: int = 8, decay: float = 0.5, S: int = 8,
+                        seed: int = 0) -> Figure:
+    """|M_ts| of one head (random unit-scale keys, gates in (0, 1), A spread over
+    [-decay, -0.05·decay]) on a log colour scale, cut into chunks of ``chunk`` steps. The
+    blocks on the diagonal are what the chunked form computes as masked attention; every
+    block below them reaches the output only through the state carried between chunks."""
+    for name, value in (("T", T), ("chunk", chunk), ("S", S)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if not decay > 0:
+        raise ValueError(f"decay must be positive, got {decay!r}")
+    M = decay_matrix(*_example(T, S, decay, seed)).abs().numpy()  # (T, T)
+    shown = np.ma.masked_where(np.triu(np.ones_like(M, dtype=bool), k=1) | (M == 0), M)
+    fig = Figure(figsize=(6.4, 5.4), layout="constrained")
+    ax = fig.subplots()
+    low = max(float(shown.min()), float(shown.max()) * 1e-8)
+    image = ax.imshow(shown, cmap="viridis", norm=LogNorm(vmin=low, vmax=float(shown.max())),
+                      extent=(-0.5, T - 0.5, T - 0.5, -0.5))
+    fig.colorbar(image, ax=ax, label="|M_ts| (log scale)")
+    for edge in range(chunk, T, chunk):  # chunk boundaries
+        ax.axhline(edge - 0.5, color="white", lw=1.2)
+        ax.axvline(edge - 0.5, color="white", lw=1.2)
+    for start in range(0, T, chunk):  # the blocks done as attention
+        size = min(chunk, T - start)
+        ax.add_patch(_square(start - 0.5, size, "#ff7f0e"))
+    n_chunks = math.ceil(T / chunk)
+    ax.set_xlabel("s: step that wrote (b_s, v_s)")
+    ax.set_ylabel("t: step that reads (c_t)")
+    ax.set_title(f"o = M v for one head: T = {T}, chunks of {chunk} ({n_chunks} chunks), "
+                 f"S = {S}, decay x{decay:g}\norange: inside a chunk, computed as masked "
+                 "attention; below: through the carried state", fontsize=9)
+    return fig
+
+
+def _square(corner: float, size: int, color: str):
+    from matplotlib.patches import Rectangle
+    return Rectangle((corner, corner), size, size, fill=False, edgecolor=color, lw=2)
+
+
+# --------------------------------------------------------------------------------------
+# Launch arithmetic
+# --------------------------------------------------------------------------------------
+def document_launches(B: int = 4, T: int = 4096, H: int = 40, per_step: int = 2,
+                      launch_us: float = 10.0) -> dict:
+    """Section 6.1's model: the loop launches ``per_step`` kernels per step *for every
+    (batch, head)*, the kernel one per (batch, head); every launch costs ``launch_us``."""
+    loop = T * per_step * H * B
+    kernel = B * H
+    return {"loop_launches": loop, "loop_s": loop * launch_us * 1e-6,
+            "kernel_launches": kernel, "kernel_ms": kernel * launch_us * 1e-3,
+            "ratio": loop / kernel}
+
+
+_NO_KERNEL = {"_unsafe_view", "lift_fresh", "detach", "alias"}
+
+
+def launches_per_step(B: int = 2, H: int = 3, S: int = 5, D: int = 4) -> Counter:
+    """The operators ``gated_delta_rule_ref`` runs per time step that launch a kernel on a
+    GPU (views excluded), counted by PyTorch's dispatcher: the count for T = 4 minus the
+    count for T = 3. The count does not grow with B and H: the loop is vectorised over both.
+    (With B = H = 1 one copy is skipped: the read's operand is already contiguous.)"""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from hymo_mini.gdn import gated_delta_rule_ref
+
+    class _Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            if not func.is_view and name not in _NO_KERNEL:
+                self.ops[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    def count(T):
+        gen = torch.Generator().manual_seed(0)
+        v, b, c = (torch.randn(B, T, H, n, generator=gen) for n in (D, S, S))
+        g, A = torch.rand(B, T, H, generator=gen), -torch.rand(H, S, generator=gen)
+        with _Count() as counter:
+            gated_delta_rule_ref(v, b, c, g, A)
+        return counter.ops
+
+    return count(4) - count(3)
+
+
+# --------------------------------------------------------------------------------------
+# Memory arithmetic
+# --------------------------------------------------------------------------------------
+def memory_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: int = 32,
+                 chunk: int = 64) -> dict:
+    """Bytes per GDN layer kept for the backward, fp32 states:
+
+    trajectory   every H_t (the document's design): B·T·H·S·D·4
+    checkpoints  the recurrent kernel: the state entering every ``chunk`` steps,
+                 B·H·⌈T/chunk⌉·S·D·4, kept from forward to backward
+    scratch      the recurrent kernel's backward: one segment of replayed states per
+                 (b, h), B·H·chunk·S·D·4, only while that layer's backward runs
+    chunk_states the chunked kernel: the state at the start of every 64-step chunk,
+                 B·H·⌈T/64⌉·S·D·4, kept from forward to backward (its backward adds the
+                 same again for their gradients, only while that layer's backward runs)
+    """
+    for name, value in dict(B=B, T=T, H=H, S=S, D=D, chunk=chunk).items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    state = S * D * 4
+    return {"trajectory": B * T * H * state,
+            "checkpoints": B * H * math.ceil(T / chunk) * state,
+            "scratch": B * H * chunk * state,
+            "chunk_states": B * H * math.ceil(T / 64) * state}
+
+
+def recurrent_peak_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: int = 32,
+                         chunk: int = 32) -> dict:
+    """What one forward + backward of the recurrent kernel allocates beyond its fp32 inputs
+    (and the incoming gradient do), by tensor: the prediction of the benchmark's peak_mib.
+    Everything is live at the end of the backward: the output o, the checkpoints, the
+    scratch, the zero final-state gradient, and the gradients of v, b, c and g."""
+    mem = memory_bytes(B, T, H, S, D, chunk)
+    rows = {"o": B * T * H * D * 4, "checkpoints": mem["checkpoints"], "scratch": mem["scratch"],
+            "d final_state (zeros)": B * H * S * D * 4,
+            "dv, db, dc": B * T * H * (D + 2 * S) * 4, "dg": B * T * H * 4}
+    rows["total"] = sum(rows.values())
+    return rows
+
+
+def memory_figure(T: int = 4096, chunk: int = 64, n_layers: int = 24, B: int = 4, H: int = 40,
+                  S: int = 32, D: int = 32, gpu_gib: float | None = 139.8) -> Figure:
+    """State memory kept for the backward (log scale, GiB): the document's trajectory
+    against the recurrent kernel's checkpoints and the chunk kernel's states, for one
+    layer and for ``n_layers`` GDN layers (whose saved tensors all live at once before the
+    backward starts); the line is the GPU's memory."""
+    if not isinstance(n_layers, int) or n_layers < 1:
+        raise ValueError(f"n_layers must be a positive int, got {n_layers!r}")
+    mem = memory_bytes(B, T, H, S, D, chunk)
+    kinds = [("trajectory", "every state H_t (document)", "#7f7f7f"),
+             ("checkpoints", f"checkpoint every {chunk} steps (hymo Triton recurrent)", "#d62728"),
+             ("chunk_states", "state every 64 steps (hymo Triton chunk)", "#ff7f0e")]
+    fig = Figure(figsize=(8, 4.4), layout="constrained")
+    ax = fig.subplots()
+    width = 0.25
+    for i, (key, label, color) in enumerate(kinds):
+        values = [mem[key] / 2**30, n_layers * mem[key] / 2**30]
+        bars = ax.bar([j + (i - 1) * width for j in range(2)], values, width, color=color,
+                      label=label)
+        ax.bar_label(bars, labels=[_gib(v) for v in values], fontsize=7, padding=2)
+    if gpu_gib:
+        ax.axhline(gpu_gib, color="k", ls="--", lw=1)
+        ax.text(1.45, gpu_gib * 1.15, f"GPU memory {gpu_gib:g} GiB", ha="right", fontsize=7)
+    ax.set_xticks([0, 1])
+    ax.set_xticklabels(["one GDN layer", f"{n_layers} GDN layers"])
+    ax.set_yscale("log")
+    ax.set_ylabel("GiB kept for the backward (log)")
+    ax.set_ylim(top=max(n_layers * mem["trajectory"] / 2**30, gpu_gib or 0) * 8)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"Saved states, fp32: B = {B}, T = {T:,}, H = {H}, S = {S}, D = {D}", fontsize=9)
+    return fig
+
+
+def _gib(x: float) -> str:
+    return f"{x:.3g} GiB" if x >= 1 else f"{x * 1024:.3g} MiB"
+
+
+# --------------------------------------------------------------------------------------
+# The measured results
+# --------------------------------------------------------------------------------------
+def load_reports(paths=None) -> list[dict]:
+    """The benchmark reports, oldest first: ``paths`` if given, else every
+    ``benchmarks/results/gdn_*.json``. Each report's ``environment`` gets its file name.
+    Raises FileNotFoundError if there is none."""
+    files = ([Path(p) for p in paths] if paths is not None
+             else sorted(RESULTS_DIR.glob("gdn_*.json")))
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing or not files:
+        raise FileNotFoundError(
+            f"no GDN benchmark results ({', '.join(missing) or str(RESULTS_DIR / 'gdn_*.json')}):"
+            " run `python3 benchmarks/gdn.py` on a GPU machine and commit the JSON it writes "
+            "to benchmarks/results/")
+    reports = []
+    for file in files:
+        report = json.loads(file.read_text())
+        if "shapes" not in report or "environment" not in report:
+            raise ValueError(f"{file} is not a benchmarks/gdn.py report (no 'shapes' or "
+                             "'environment')")
+        report["environment"]["file"] = file.name
+        reports.append(report)
+    return sorted(reports, key=lambda r: r["environment"].get("date", ""))
+
+
+def _caption(reports: list[dict]) -> str:
+    lines = []
+    for r in reports:
+        env = r["environment"]
+        lines.append(f"{env.get('file', '')}: {env.get('gpu', 'no GPU')}, torch "
+                     f"{env.get('torch', '?')}, Triton {env.get('triton', '?')}, fla-core "
+                     f"{env.get('fla_core') or '-'}, {env.get('date', '?')}\n"
+                     f"  {env.get('command', '?')}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Table:
+    """Rows of measured results; shows itself as aligned text, with the runs it came from."""
+
+    rows: list[dict]
+    caption: str
+
+    def __repr__(self) -> str:
+        def fmt(x, spec):
+            width = int(spec.split(".")[0])
+            return format(x, spec) if isinstance(x, (int, float)) else "-".rjust(width)
+        head = (f"{'shape':<22} {'dtype':<9} {'backend':<34} {'fwd ms':>9} {'fwd+bwd ms':>11} "
+                f"{'peak MiB':>9}  {'o vs loop':>9}")
+        lines = [head, "-" * len(head)]
+        for r in self.rows:
+            name = _LABELS.get(r["backend"], r["backend"])
+            lines.append(f"{r['shape']:<22} {r['dtype']:<9} {name:<34}"
+                         f" {fmt(r['fwd_ms'], '9.3f')} {fmt(r['fwdbwd_ms'], '11.2f')}"
+                         f" {fmt(r['peak_mib'], '9.1f')}  {fmt(r['o_rel_err'], '9.0e')}")
+        return "\n".join(lines + ["", self.caption])
+
+
+def results_table(reports: list[dict]) -> Table:
+    """One row per (shape, dtype, backend) of every report; a later report's row replaces
+    an earlier one's for the same backend and shape."""
+    rows: dict[tuple, dict] = {}
+    for report in reports:
+        for entry in report["shapes"].values():
+            shape = f"B{entry['B']} T{entry['T']} H{entry['H']}"
+            for name, res in entry["results"].items():
+                rows[(shape, entry["dtype"], name)] = {
+                    "shape": shape, "dtype": entry["dtype"], "backend": name,
+                    "fwd_ms": res.get("fwd_ms"), "fwdbwd_ms": res.get("fwdbwd_ms"),
+                    "peak_mib": res.get("peak_mib"),
+                    "o_rel_err": entry["checks"].get(name, {}).get("o"),
+                    "file": report["environment"]["file"]}
+    return Table(list(rows.values()), _caption(reports))
+
+
+def _entry(reports: list[dict], key: str) -> tuple[dict, dict]:
+    """Results at one shape key merged over the reports (later wins), and the last entry."""
+    merged, last = {}, None
+    for report in reports:
+        entry = report["shapes"].get(key)
+        if entry:
+            merged.update(entry["results"])
+            last = entry
+    if last is None:
+        raise KeyError(f"no report has shape {key!r}")
+    return merged, last
+
+
+def speedup_figure(reports: list[dict], key: str = "B4_T4096_H40_float32") -> Figure:
+    """Forward and forward + backward time (ms, log scale) of every measured backend at one
+    shape, beside section 6.1's predicted 13.1 s loop and 1.6 ms kernel (hatched) and the
+    time a device copy of the forward's minimum bytes takes. Each bar is labelled with its
+    time and its speed-up over the measured eager loop."""
+    results, entry = _entry(reports, key)
+    doc = document_launches(entry["B"], entry["T"], entry["H"])
+    copy_gbps = next((r["environment"].get("copy_GBps") for r in reversed(reports)
+                      if r["environment"].get("copy_GBps")), None)
+    # rows: (label, forward ms, forward+backward ms, colour, from the document?)
+    rows = [(f"document: {doc['loop_launches']:,} launches x 10 µs", doc["loop_s"] * 1e3, None,
+             "white", True)]
+    rows += [(_LABELS[n], results[n].get("fwd_ms"), results[n].get("fwdbwd_ms"), _COLORS[n],
+              False) for n in _LABELS if n in results]
+    rows.append((f"document: {doc['kernel_launches']} launches x 10 µs", doc["kernel_ms"], None,
+                 "white", True))
+    if copy_gbps and entry.get("bytes_min_fwd"):
+        rows.append(("device copy of the forward's bytes",
+                     entry["bytes_min_fwd"] / copy_gbps / 1e6, None, "#bbbbbb", False))
+    eager = results.get("eager", {})
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, column, metric, title in ((axes[0], 1, "fwd_ms", "forward"),
+                                      (axes[1], 2, "fwdbwd_ms", "forward + backward")):
+        for y, row in enumerate(rows):
+            ms, color, documented = row[column], row[3], row[4]
+            if not ms:
+                continue
+            ax.barh(y, ms, color=color, edgecolor="k" if documented else color,
+                    hatch="//" if documented else None)
+            ref = eager.get(metric)
+            measured = not documented and row[0] != _LABELS["eager"]
+            speedup = f"  ({ref / ms:,.0f}x)" if ref and measured else ""
+            text = f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+            ax.text(ms * 1.15, y, f"{text} ms{speedup}", va="center", fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlim(right=max(r[column] or 0 for r in rows) * 60)
+        ax.set_xlabel("milliseconds (log)")
+        ax.set_title(f"{title}; (Nx) = speed-up over the measured eager loop", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(rows)))
+    axes[0].set_yticklabels([r[0] for r in rows], fontsize=7)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"GDN recurrence, B = {entry['B']}, T = {entry['T']:,}, H = {entry['H']}, "
+                 f"S = {entry['S']}, D = {entry['D']}, {entry['dtype']}; hatched: the "
+                 f"document's launch arithmetic\n" + _caption(reports), fontsize=7)
+    return fig
+
+
+def gpu_results(paths=None, key: str = "B4_T4096_H40_float32") -> tuple[Table, Figure]:
+    """The committed GPU measurements: (table of every shape and backend, speed-up figure at
+    ``key``). Raises FileNotFoundError if no results file is committed."""
+    reports = load_reports(paths)
+    return results_table(reports), speedup_figure(reports, key)

@@ -1,0 +1,201 @@
+"""hymo_mini.viz.kernel_chapter (book chapter 06): the error checks, the decay matrix of the
+chunked form against the loop, the document's launch and memory arithmetic, the predicted
+peak memory against the committed H200 measurement, and the results table and figures."""
+
+import json
+import math
+
+import pytest
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from hymo_mini.gdn import gated_delta_rule_ref
+from hymo_mini.viz import kernel_chapter as kc
+
+RECURRENT_RUN = kc.RESULTS_DIR / "gdn_recurrent_h200_2026-11-30.json"
+
+
+def _report(date="2026-12-01T00:00:00+00:00", command="python3 benchmarks/gdn.py --x",
+            results=None):
+    results = results or {"eager": {"fwd_ms": 400.0, "fwdbwd_ms": 2000.0},
+                          "triton_kernel": {"fwd_ms": 0.8, "fwdbwd_ms": 4.0, "peak_mib": 400.0}}
+    entry = {"B": 4, "T": 4096, "H": 40, "S": 32, "D": 32, "dtype": "float32",
+             "bytes_min_fwd": 338165760, "results": results,
+             "checks": {name: {"o": 1e-7, "agrees": True} for name in results}}
+    return {"environment": {"gpu": "Test GPU", "torch": "2.x", "triton": "3.x", "date": date,
+                            "command": command, "copy_GBps": 4000.0},
+            "shapes": {"B4_T4096_H40_float32": entry}}
+
+
+def _write(tmp_path, name, report):
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    return path
+
+
+def _texts(fig: Figure) -> str:
+    parts = [fig._suptitle.get_text() if fig._suptitle else ""]
+    for ax in fig.axes:
+        parts += [ax.get_title()] + [t.get_text() for t in ax.texts]
+        parts += [t.get_text() for t in ax.get_yticklabels()]
+    return " | ".join(parts)
+
+
+# ---- errors ----------------------------------------------------------------------------
+def test_max_rel_error_is_the_largest_difference_over_the_largest_value():
+    ref = torch.tensor([1.0, -4.0, 2.0])
+    assert kc.max_rel_error(ref + torch.tensor([0.0, 0.0, 0.4]), ref) == pytest.approx(0.1)
+    assert kc.max_rel_error(ref, ref) == 0.0
+    with pytest.raises(ValueError, match="shape"):
+        kc.max_rel_error(ref, ref[:2])
+
+
+def test_check_line_reports_pass_and_failure_without_the_error_digits():
+    ref = torch.linspace(-1, 1, 10)
+    good = kc.check_line("rung", ref + 1e-8, ref, 1e-6)
+    bad = kc.check_line("rung", ref * 1.01, ref, 1e-6)
+    assert good.startswith("rung") and good.endswith("< 1e-06: True")
+    assert bad.endswith(": False")
+    with pytest.raises(ValueError, match="tol"):
+        kc.check_line("rung", ref, ref, 0.0)
+
+
+# ---- the chunked form ------------------------------------------------------------------
+@pytest.mark.parametrize("T, S, decay", [(1, 3, 1.0), (13, 5, 0.3), (20, 4, 30.0)])
+def test_decay_matrix_times_v_is_the_recurrence(T, S, decay):
+    b, c, g, A = kc._example(T, S, decay, seed=T)
+    v = torch.randn(T, 3, dtype=torch.float64)
+    o_loop, _ = gated_delta_rule_ref(v[None, :, None], b[None, :, None], c[None, :, None],
+                                     g[None, :, None], A[None])
+    M = kc.decay_matrix(b, c, g, A)
+    assert torch.equal(M, M.tril())
+    torch.testing.assert_close(M @ v, o_loop[0, :, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_decay_matrix_rejects_mismatched_shapes():
+    b, c, g, A = kc._example(6, 4, 1.0, seed=0)
+    with pytest.raises(ValueError, match="expected b, c"):
+        kc.decay_matrix(b, c[:, :3], g, A)
+    with pytest.raises(ValueError, match="expected b, c"):
+        kc.decay_matrix(b, c, g[:5], A)
+
+
+@pytest.mark.parametrize("T, chunk", [(32, 8), (30, 8), (16, 16)])
+def test_chunk_matrix_figure_draws_one_box_per_chunk_and_the_boundaries(T, chunk):
+    fig = kc.chunk_matrix_figure(T=T, chunk=chunk)
+    ax = fig.axes[0]
+    n_chunks = math.ceil(T / chunk)
+    boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(boxes) == n_chunks
+    assert sum(bx.get_width() for bx in boxes) == T  # the diagonal blocks tile the sequence
+    assert len(ax.lines) == 2 * (n_chunks - 1)  # a horizontal and a vertical line per boundary
+    assert f"{n_chunks} chunks" in ax.get_title()
+
+
+def test_chunk_matrix_figure_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="chunk"):
+        kc.chunk_matrix_figure(chunk=0)
+    with pytest.raises(ValueError, match="decay"):
+        kc.chunk_matrix_figure(decay=-1.0)
+
+
+# ---- launch arithmetic -----------------------------------------------------------------
+def test_document_launch_arithmetic():
+    doc = kc.document_launches()
+    assert doc["loop_launches"] == 4096 * 2 * 40 * 4 == 1_310_720
+    assert doc["loop_s"] == pytest.approx(13.1072)
+    assert doc["kernel_launches"] == 160 and doc["kernel_ms"] == pytest.approx(1.6)
+    assert doc["ratio"] == 8192
+    assert kc.document_launches(per_step=1)["loop_launches"] == 655_360  # the other count
+
+
+def test_launches_per_step_do_not_grow_with_batch_or_heads_and_exclude_views():
+    small = kc.launches_per_step(B=2, H=3)
+    assert small == kc.launches_per_step(B=4, H=40, S=32, D=32)  # the document's shape
+    assert small == kc.launches_per_step(B=3, H=7, S=9, D=2)
+    assert small["exp"] == 1 and sum(small.values()) >= 4  # decay, write, update, read
+    assert not {"view", "permute", "select", "unsqueeze", "expand"} & set(small)
+
+
+# ---- memory ----------------------------------------------------------------------------
+def test_memory_bytes_at_the_documents_shape():
+    mem = kc.memory_bytes()  # B=4, T=4096, H=40, S=D=32, C=64
+    assert mem["trajectory"] == 4 * 4096 * 40 * 32 * 32 * 4 == 2_684_354_560
+    assert mem["checkpoints"] == 160 * 64 * 4096 == mem["scratch"]
+    assert mem["chunk_states"] == mem["checkpoints"]  # both one state per 64 steps
+    assert kc.memory_bytes(T=65, chunk=64)["checkpoints"] == 160 * 2 * 4096  # rounds up
+    with pytest.raises(ValueError, match="chunk"):
+        kc.memory_bytes(chunk=0)
+
+
+def test_predicted_peak_matches_the_committed_h200_measurement():
+    report = json.loads(RECURRENT_RUN.read_text())
+    C = int(report["triton_configs"]["bwd"]["4"]["chunk"])
+    for key in ("B4_T4096_H40_float32", "B1_T16384_H40_float32"):
+        entry = report["shapes"][key]
+        predicted = kc.recurrent_peak_bytes(entry["B"], entry["T"], entry["H"], entry["S"],
+                                            entry["D"], chunk=C)["total"] / 2**20
+        measured = entry["results"]["triton_kernel"]["peak_mib"]
+        assert predicted == pytest.approx(measured, rel=2e-3), key
+
+
+def test_memory_figure_bars_are_the_arithmetic():
+    fig = kc.memory_figure(T=2048, chunk=16, n_layers=3, gpu_gib=80.0)
+    ax = fig.axes[0]
+    mem = kc.memory_bytes(4, 2048, 40, 32, 32, 16)
+    heights = sorted(round(p.get_height() * 2**30) for p in ax.patches if isinstance(p, Rectangle))
+    expected = sorted(n * mem[k] for k in ("trajectory", "checkpoints", "chunk_states")
+                      for n in (1, 3))
+    assert heights == expected
+    assert "3 GDN layers" in [t.get_text() for t in ax.get_xticklabels()]
+    with pytest.raises(ValueError, match="n_layers"):
+        kc.memory_figure(n_layers=0)
+
+
+# ---- measured results ------------------------------------------------------------------
+def test_load_reports_raises_a_clear_error_when_no_file_is_there(tmp_path, monkeypatch):
+    monkeypatch.setattr(kc, "RESULTS_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="benchmarks/gdn.py"):
+        kc.load_reports()
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        kc.load_reports([tmp_path / "missing.json"])
+    with pytest.raises(ValueError, match="not a benchmarks/gdn.py report"):
+        kc.load_reports([_write(tmp_path, "gdn_bad.json", {"shapes": {}})])
+
+
+def test_results_table_merges_runs_later_first_and_names_each_run(tmp_path):
+    old = _write(tmp_path, "gdn_a.json", _report(date="2026-01-01", command="cmd-old"))
+    new_results = {"triton_kernel": {"fwd_ms": 0.5, "fwdbwd_ms": 3.0, "peak_mib": 300.0}}
+    new = _write(tmp_path, "gdn_b.json", _report(date="2026-02-01", command="cmd-new",
+                                                  results=new_results))
+    reports = kc.load_reports([new, old])
+    assert [r["environment"]["file"] for r in reports] == ["gdn_a.json", "gdn_b.json"]
+    table = kc.results_table(reports)
+    rows = {r["backend"]: r for r in table.rows}
+    assert rows["triton_kernel"]["fwd_ms"] == 0.5 and rows["triton_kernel"]["file"] == "gdn_b.json"
+    assert rows["eager"]["fwd_ms"] == 400.0  # only in the older run: kept
+    text = repr(table)
+    for needle in ("cmd-old", "cmd-new", "Test GPU", "2026-02-01", "0.500"):
+        assert needle in text
+
+
+def test_speedup_figure_labels_speedups_over_the_measured_loop(tmp_path):
+    reports = kc.load_reports([_write(tmp_path, "gdn_a.json", _report())])
+    fig = kc.speedup_figure(reports)
+    text = _texts(fig)
+    assert "(500x)" in text  # forward 400 / 0.8
+    assert "(500x)" in text.split("forward + backward")[1]  # forward+backward 2000 / 4
+    assert "13,107 ms" in text and "1.6 ms" in text  # the document's two predictions
+    assert "Test GPU" in text and "python3 benchmarks/gdn.py --x" in text and "2026-12-01" in text
+    with pytest.raises(KeyError, match="B1_T1_H1"):
+        kc.speedup_figure(reports, key="B1_T1_H1")
+
+
+def test_gpu_results_reads_the_committed_h200_run():
+    table, fig = kc.gpu_results()
+    assert isinstance(fig, Figure)
+    keys = {(r["shape"], r["dtype"], r["backend"]) for r in table.rows}
+    assert ("B4 T4096 H40", "float32", "eager") in keys
+    assert ("B4 T4096 H40", "float32", "triton_kernel") in keys
+    assert "NVIDIA H200" in table.caption and "benchmarks/gdn.py" in table.caption
