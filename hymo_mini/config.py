@@ -258,6 +258,7 @@ class OptimizerConfig:
     """Not specified by the document beyond its field names: conventional values."""
 
     name: str = "adamw"  # "adamw" | "muon" (Muon on 2-D MLA/GDN matrices, AdamW elsewhere)
+    normuon: bool = False  # with "muon": NorMuon's per-neuron (row) update normalisation
     lr: float = 3e-4
     muon_lr: float = 0.02
     betas: tuple[float, float] = (0.9, 0.95)
@@ -271,6 +272,8 @@ class OptimizerConfig:
         _require(self.name in ("adamw", "muon"), "OptimizerConfig.name",
                  f"must be 'adamw' or 'muon', got {self.name!r}")
         _positive(self, "lr", "muon_lr", "eps", "grad_clip")
+        _require(isinstance(self.normuon, bool), "OptimizerConfig.normuon",
+                 f"must be true or false, got {self.normuon!r}")
         _require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
                  "OptimizerConfig.betas", f"must be two numbers in [0, 1), got {self.betas!r}")
         _require(self.weight_decay >= 0, "OptimizerConfig.weight_decay",
