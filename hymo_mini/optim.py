@@ -401,13 +401,14 @@ class MuonAdamW(torch.optim.Optimizer):
         p.copy_(decayed - rate * o_hat.to(p.dtype))
 
 
-def build_optimizer(model: nn.Module, config: OptimizerConfig, *, normuon: bool = False):
+def build_optimizer(model: nn.Module, config: OptimizerConfig, *, normuon: bool | None = None):
     """The optimizer ``config.name`` asks for.
 
     ``"adamw"``: ``torch.optim.AdamW`` with two groups (decayed / not, by the rule's kinds).
     ``"muon"``: :class:`MuonAdamW`: Muon (``muon_lr``, momentum 0.95, Nesterov, decay λ)
     on the MLA and GDN matrices, AdamW (``lr``) on the rest; ``normuon=True`` adds NorMuon's
-    row normalisation. Both check that every trainable parameter is in exactly one group.
+    row normalisation (default: ``config.normuon``). Both check that every trainable
+    parameter is in exactly one group.
     """
     if not isinstance(config, OptimizerConfig):
         raise TypeError(f"config must be an OptimizerConfig (config.optimizer of a HyMoConfig), "
@@ -428,6 +429,8 @@ def build_optimizer(model: nn.Module, config: OptimizerConfig, *, normuon: bool 
         for g in groups:
             g.pop("optimizer")
         return torch.optim.AdamW(groups)
+    if normuon is None:
+        normuon = config.normuon
     if normuon is not True and normuon is not False:
         raise TypeError(f"normuon must be True or False, got {normuon!r}")
     return MuonAdamW(model, groups, normuon=normuon)
