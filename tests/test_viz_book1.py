@@ -98,3 +98,130 @@ def test_registered_figures_build():
     for name, fn in arch.FIGURES.items():
         assert name.endswith(".png")
         assert isinstance(fn(), Figure)
+
+
+# ---- chapter 04: mla_plots -------------------------------------------------------------
+def test_kv_cache_figure_reports_the_cost_model():
+    import torch
+
+    from hymo_mini.costs import kv_cache_bytes_per_token
+    from hymo_mini.viz import mla_plots
+
+    fig = mla_plots.kv_cache_figure(T=4096, n_layers=8)
+    bars = fig.axes[0].patches
+    assert [b.get_width() for b in bars] == list(kv_cache_bytes_per_token(PROD).values())
+    assert "MLA 10.0 MiB, MHA 256 MiB" in _texts(fig)
+    assert "MLA 20.0 MiB" in _texts(mla_plots.kv_cache_figure(T=8192, n_layers=8))
+    with pytest.raises(ValueError, match="T"):
+        mla_plots.kv_cache_figure(T=0)
+    probs = torch.softmax(torch.randn(3, 5, 5), dim=-1)
+    fig = mla_plots.attention_map_figure(probs, head=2, labels=list("abcde"))
+    shown = fig.axes[0].images[0].get_array()
+    assert np.allclose(shown, probs[2].numpy())
+    assert np.allclose(fig.axes[1].images[0].get_array(), probs.mean(0).numpy())
+    with pytest.raises(ValueError, match="head"):
+        mla_plots.attention_map_figure(probs, head=3)
+    with pytest.raises(ValueError, match="heads, t, s"):
+        mla_plots.attention_map_figure(probs[0])
+
+
+# ---- chapter 05: gdn_plots -------------------------------------------------------------
+def test_initial_a_log_is_the_blocks_own_init():
+    import torch
+
+    from hymo_mini.gdn import GatedDeltaNetBlock
+    from hymo_mini.viz import gdn_plots
+
+    mini = load_config("hymo_mini").model
+    assert torch.equal(gdn_plots.initial_a_log(mini), GatedDeltaNetBlock(mini).A_log.detach())
+    a_log = gdn_plots.initial_a_log(PROD)
+    assert a_log.shape == (40, 32)
+    assert torch.allclose(torch.exp(a_log[:, 0]), torch.arange(1.0, 41.0))
+
+
+def test_decay_table_half_lives():
+    from hymo_mini.viz import gdn_plots
+
+    rows = gdn_plots.decay_table(gate=0.5)
+    assert rows[0]["decay"] == pytest.approx(math.exp(-0.5))
+    assert rows[0]["half_life"] == pytest.approx(2 * math.log(2))  # 1.386 steps, not ~3
+    assert rows[10]["rate"] == pytest.approx(11.0, rel=1e-6)  # head 10 has A = -11
+    assert rows[39]["decay"] == pytest.approx(math.exp(-20), rel=1e-5)
+    slow = gdn_plots.decay_table(gate=0.5, a_log_shift=-math.log(100))
+    assert slow[0]["half_life"] == pytest.approx(100 * rows[0]["half_life"], rel=1e-5)
+    with pytest.raises(ValueError, match="gate"):
+        gdn_plots.decay_table(gate=0)
+
+
+def test_decay_spectrum_figure_follows_the_gate():
+    from hymo_mini.viz import gdn_plots
+
+    fig = gdn_plots.decay_spectrum_figure(gate=0.5)
+    image = fig.axes[0].images[0].get_array()
+    assert image.shape == (40, 32)
+    assert image[0, 0] == pytest.approx(math.exp(-0.5))
+    assert "half-life 1.39 steps" in _texts(fig)
+    assert "half-life 2.77 steps" in _texts(gdn_plots.decay_spectrum_figure(gate=0.25))
+    with pytest.raises(ValueError, match="gate"):
+        gdn_plots.decay_spectrum_figure(gate=1.5)
+
+
+def test_effective_attention_reproduces_the_recurrence():
+    """The parallel form W v equals the reference loop, on awkward sizes and strong decay."""
+    import torch
+
+    from hymo_mini.gdn import gated_delta_rule_ref
+    from hymo_mini.viz import gdn_plots
+
+    gen = torch.Generator().manual_seed(1)
+    B, T, H, S, D = 2, 13, 3, 5, 7
+    v = torch.randn(B, T, H, D, generator=gen, dtype=torch.float64)
+    b = torch.randn(B, T, H, S, generator=gen, dtype=torch.float64)
+    c = torch.randn(B, T, H, S, generator=gen, dtype=torch.float64)
+    g = torch.rand(B, T, H, generator=gen, dtype=torch.float64)
+    A = -torch.rand(H, S, generator=gen, dtype=torch.float64) * 6
+    W = gdn_plots.effective_attention(b, c, g, A)  # (B, H, T, T)
+    assert torch.equal(W.triu(1), torch.zeros_like(W))  # causal
+    o = torch.einsum("bhts,bshd->bthd", W, v)
+    o_ref, _ = gated_delta_rule_ref(v, b, c, g, A)
+    rel = (o - o_ref).pow(2).mean().sqrt() / o_ref.pow(2).mean().sqrt()
+    assert rel < 1e-12
+
+
+def test_state_trajectory_matches_the_final_state():
+    import torch
+
+    from hymo_mini.gdn import gated_delta_rule_ref
+    from hymo_mini.viz import gdn_plots
+
+    v, b, c, g, A = gdn_plots.toy_inputs(T=9, H=2, S=3, D=5, gate=0.7)
+    states = gdn_plots.state_trajectory(v, b, c, g, A)
+    assert states.shape == (1, 9, 2, 3, 5)
+    for t in (0, 4, 8):
+        _, state = gated_delta_rule_ref(v[:, :t + 1], b[:, :t + 1], c[:, :t + 1], g[:, :t + 1], A)
+        assert torch.allclose(states[:, t], state, atol=1e-6)
+    fig = gdn_plots.state_evolution_figure(states[0], times=(0, 4, 8), head=1)
+    assert np.allclose(fig.axes[1].images[0].get_array(), states[0, 4, 1].numpy())
+    snapshot = gdn_plots.state_snapshot_figure(states[0], t=8)
+    assert np.allclose(snapshot.axes[0].images[0].get_array(), states[0, 8, 0].numpy())
+    with pytest.raises(ValueError, match="t must be"):
+        gdn_plots.state_snapshot_figure(states[0], t=9)
+    with pytest.raises(ValueError, match="T, H, S, D"):
+        gdn_plots.state_evolution_figure(states)
+
+
+def test_weights_figure():
+    from hymo_mini.viz import gdn_plots
+
+    fig = gdn_plots.weights_figure({"a": np.eye(3), "b": -np.ones((3, 3))}, suptitle="x")
+    assert len(fig.axes) == 4  # two maps, two colour bars
+    with pytest.raises(ValueError, match="empty"):
+        gdn_plots.weights_figure({})
+
+
+def test_book1_registered_figures_build():
+    from hymo_mini.viz import gdn_plots, mla_plots
+
+    for module in (mla_plots, gdn_plots):
+        for name, fn in module.FIGURES.items():
+            assert name.endswith(".png") and isinstance(fn(), Figure)
