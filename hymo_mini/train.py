@@ -304,7 +304,9 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
             flush()
             val = (f"  val {history['val_loss'][-1]:.2f}"
                    if history["val_step"] and history["val_step"][-1] == done else "")
-            print(f"step {done:4d}  loss {history['loss'][-1]:.2f}{val}")
+            main = history["parts"].get("main")
+            main = f" (main {main[-1]:.2f})" if main else ""
+            print(f"step {done:4d}  loss {history['loss'][-1]:.2f}{main}{val}")
         t5 = time.perf_counter()
         timing["data"] += t1 - t0
         timing["compute"] += t2 - t1

@@ -22,6 +22,7 @@ __all__ = [
     "lr_schedule",
     "mqar_figure",
     "mqar_table",
+    "state_capacity_figure",
     "FIGURES",
 ]
 
@@ -166,6 +167,34 @@ def mqar_table(result: dict) -> str:
         lines.append(f"{name:<{width}}{v['parameters'] / 1e3:5.0f}K "
                      + " ".join(f"{accs[c]:>8.2f}" for c in cols))
     return "\n".join(lines)
+
+
+def state_capacity_figure(d_state: int = 16, d_value: int = 16, max_pairs: int = 64,
+                          trials: int = 100) -> Figure:
+    """Recall of N random pairs from one fixed-size state (gla, delta) and from attention
+    over the stored pairs, against N (see :func:`hymo_mini.mqar.state_recall`)."""
+    from hymo_mini.mqar import state_recall
+
+    ns = sorted({n for n in (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128) if n <= max_pairs})
+    fig = Figure(figsize=(7, 3.8))
+    ax = fig.subplots()
+    styles = {"gla": ("C0", "--", "GDN state, documented rule (sum of k vᵀ)"),
+              "delta": ("C0", "-", "GDN state, delta rule (one pass, β = 1)"),
+              "attention": ("C3", "-", "attention over the stored pairs (MLA)")}
+    for rule, (color, ls, label) in styles.items():
+        acc = [state_recall(n, rule, d_state, d_value, trials) for n in ns]
+        ax.plot(ns, acc, ls=ls, color=color, marker="o", ms=4, label=label)
+    ax.axvline(d_state, color="gray", ls=":", lw=1)
+    ax.text(d_state, 0.02, f" N = S = {d_state}", color="gray", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("pairs written N (random unit keys)")
+    ax.set_ylabel("fraction read back correctly")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"one memory, no training: state {d_state} × {d_value} vs attention")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig
 
 
 def _train_curve_figure() -> Figure:
