@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 
 from hymo_mini.mqar import VARIANTS, MQARTask, run_sweep  # noqa: E402
 
-DEFAULT_TRAIN = ["2:32", "4:32", "8:32", "4:64", "8:64", "16:64"]
-DEFAULT_EVAL = ["2:64", "4:64", "8:64", "12:64", "16:64", "20:64",
-                "8:24", "8:32", "8:48", "8:96", "8:128"]  # T > 64: longer than trained
+DEFAULT_TRAIN = ["2:32", "4:32", "8:32"]
+DEFAULT_EVAL = ["1:32", "2:32", "4:32", "6:32", "8:32", "10:32",
+                "4:12", "4:16", "4:24", "4:48", "4:64"]  # T > 32: longer than trained
 
 
 def parse_tasks(items: list[str], n_keys: int) -> list[MQARTask]:
@@ -67,8 +67,8 @@ def main(argv=None) -> int:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--train", nargs="+", default=DEFAULT_TRAIN, help="N:T tasks to train on")
     p.add_argument("--eval", nargs="+", default=None, help="N:T tasks to score")
-    p.add_argument("--n-keys", type=int, default=32, help="keys (and values) to draw from")
-    p.add_argument("--steps", type=int, default=1200)
+    p.add_argument("--n-keys", type=int, default=16, help="keys (and values) to draw from")
+    p.add_argument("--steps", type=int, default=600)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--n-layers", type=int, default=4)
