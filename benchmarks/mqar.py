@@ -78,6 +78,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--jobs", type=int, default=1, help="variants trained in parallel processes")
+    p.add_argument("--max-seconds", type=float, default=None,
+                   help="stop a variant's training early after this long (steps_done says)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     if args.threads:
@@ -92,7 +94,9 @@ def main(argv=None) -> int:
         results = run_sweep(args.variants, train_tasks, eval_tasks, steps=args.steps,
                             batch_size=args.batch_size, lr=args.lr, n_layers=args.n_layers,
                             seed=args.seed, device=args.device, n_eval=args.n_eval,
-                            verbose=True, **overrides)
+                            verbose=True, max_seconds=args.max_seconds, **overrides)
+        for name, v in results["variants"].items():  # one line per variant, for logs
+            print("RESULT " + json.dumps({name: v}), flush=True)
     results["benchmark"] = "mqar"
     results["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     results["command"] = "python benchmarks/mqar.py " + shlex.join(argv)

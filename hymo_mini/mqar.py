@@ -138,9 +138,11 @@ def _lr_scale(step: int, steps: int, warmup: int) -> float:
 
 def train_mqar(model_config: ModelConfig, tasks: list[MQARTask], *, steps: int = 600,
                batch_size: int = 64, lr: float = 3e-3, weight_decay: float = 0.1,
-               seed: int = 0, device="cpu", log_every: int = 0):
+               seed: int = 0, device="cpu", log_every: int = 0,
+               max_seconds: float | None = None):
     """Train ``HyMo(model_config)`` on batches drawn from ``tasks`` (one task per step, in
-    a seeded random order). Returns (model, losses per step)."""
+    a seeded random order). Returns (model, losses per step). ``max_seconds`` is a safety
+    net for a fixed time budget: training stops early (fewer losses) once it is spent."""
     from hymo_mini.model import build_hymo
     from hymo_mini.optim import build_optimizer
 
@@ -158,7 +160,10 @@ def train_mqar(model_config: ModelConfig, tasks: list[MQARTask], *, steps: int =
     pick = random.Random(seed)
     losses = []
     model.train()
+    start = time.perf_counter()
     for step in range(steps):
+        if max_seconds is not None and time.perf_counter() - start > max_seconds:
+            break
         for g in opt.param_groups:
             g["lr"] = g["initial_lr"] * _lr_scale(step, steps, warmup=max(steps // 10, 1))
         inputs, targets = mqar_batch(pick.choice(tasks), batch_size, gen)
@@ -197,7 +202,7 @@ def mqar_accuracy(model, task: MQARTask, *, n_sequences: int = 256, batch_size: 
 def run_sweep(variants: list[str], train_tasks: list[MQARTask], eval_tasks: list[MQARTask],
               *, steps: int, batch_size: int = 64, lr: float = 3e-3, n_layers: int = 4,
               seed: int = 0, device="cpu", n_eval: int = 256, verbose: bool = False,
-              **model_overrides) -> dict:
+              max_seconds: float | None = None, **model_overrides) -> dict:
     """Train each variant on ``train_tasks`` and score it on every task of ``eval_tasks``.
     Returns a JSON-ready dict (settings, and per variant: parameters, final loss, the
     accuracy of each eval task, seconds)."""
@@ -214,7 +219,7 @@ def run_sweep(variants: list[str], train_tasks: list[MQARTask], eval_tasks: list
         config = variant_config(name, vocab, max_len, n_layers=n_layers, **model_overrides)
         start = time.perf_counter()
         model, losses = train_mqar(config, train_tasks, steps=steps, batch_size=batch_size,
-                                   lr=lr, seed=seed, device=device)
+                                   lr=lr, seed=seed, device=device, max_seconds=max_seconds)
         accuracy = [[t.n_pairs, t.seq_len,
                      mqar_accuracy(model, t, n_sequences=n_eval, device=device)]
                     for t in eval_tasks]
@@ -224,6 +229,7 @@ def run_sweep(variants: list[str], train_tasks: list[MQARTask], eval_tasks: list
             "layer_types": "".join("A" if k == "mla" else "G" for k in config.layer_types),
             "gdn_rule": config.gdn_rule,
             "parameters": sum(p.numel() for p in model.parameters()),
+            "steps_done": len(losses),
             "final_loss": sum(tail) / len(tail),
             "loss_curve": losses[:: max(len(losses) // 100, 1)],
             "accuracy": accuracy,  # [n_pairs, seq_len, accuracy]
