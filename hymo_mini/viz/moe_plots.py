@@ -210,7 +210,7 @@ def capacity_figure(capacity_factor: float = 1.5, skew: float = 0.1, n_tokens: i
     left.set_title(f"{n_tokens} tokens × top-{config.n_activated_experts}, "
                    f"capacity_factor={capacity_factor:g}, skew={skew:g}")
     left.legend(fontsize=8)
-    factors = [0.5 + 0.25 * i for i in range(15)]  # 0.5 .. 4.0
+    factors = [0.5 * i for i in range(1, 9)]  # 0.5 .. 4.0
     fractions = [100 * dropped_fraction(
         imbalanced_router(replace(config, capacity_factor=f), skew, seed), x) for f in factors]
     right.plot(factors, fractions, marker="o", ms=3)
