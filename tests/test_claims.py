@@ -1,0 +1,135 @@
+"""The claims table: verdict rules, the exact claims, and the table's form."""
+
+import pytest
+
+from hymo_mini.claims import CLAIMS, Claim, ClaimsTable, check, check_all, verdict
+from hymo_mini.params import formula_params
+
+
+@pytest.fixture(scope="module")
+def table() -> ClaimsTable:
+    return check_all()
+
+
+# ---- verdict rules ---------------------------------------------------------------------
+def claim(documented, **kwargs):
+    return Claim("x", "0", "test", documented, lambda: None, **kwargs)
+
+
+def test_verdict_rules():
+    assert verdict(claim(100), 100) == "correct"
+    assert verdict(claim(100), 100.4) == "correct"  # within 0.5%: the document rounds
+    assert verdict(claim(100), 104) == "approximately right"
+    assert verdict(claim(100), 120) == "wrong"
+    assert verdict(claim(100, approx=0.0), 101) == "wrong"
+    assert verdict(claim(100, tol=0.05), 104) == "correct"
+    assert verdict(claim(0.0), 0.0) == "correct"
+    assert verdict(claim(1.0), 0.0) == "wrong"
+    assert verdict(claim("b, c"), "b, c") == "correct"
+    assert verdict(claim("v"), "b, c") == "wrong"
+    assert verdict(claim(100, versus="elsewhere: 200"), 100) == "contradiction"
+
+
+def test_unknown_unit_is_an_error():
+    with pytest.raises(ValueError, match="unknown unit"):
+        claim(1, unit="furlongs")
+
+
+def test_check_uses_the_compute_function():
+    result = check(Claim("y", "1", "two", 2, lambda: 1 + 1))
+    assert result.computed == 2 and result.verdict == "correct"
+    assert check(Claim("z", "1", "three", 3, lambda: 2)).verdict == "wrong"
+
+
+# ---- exact claims ----------------------------------------------------------------------
+EXACT = {
+    "gdn-heads": 40,
+    "capacity": 3_072,  # not 768
+    "kv-32mb": 33_554_432,
+    "kv-16mb": 33_554_432,  # K and V
+    "mla-cache-256": 160,  # values per token, k_pe stored once
+    "state-4kb": 4_096,
+    "gdn-state-80k": 81_920,
+    "decay-head10": -11.0,
+    "decay-head39": -40.0,
+    "launch-count": 8_192,
+    "hbm-writes": 33,
+    "gqa-cache": 4.0,
+    "latent-1mb": 320,
+    "moe-active-layer": 18_593_792,
+    "moe-stored-layer": 105_297_920,
+    "embedding": 57_573_376,
+    "mtp-params": 12_386_304,
+    "kv-proj-mha": 3_670_016,
+    "kv-proj-mla": 258_048,
+    "head-115M": 2 * 896 * 64_256,
+    "act-940mb": 939_524_096,
+    "trajectory": 2_684_354_560,
+    "mla-positions": "0, 4, ..., 28",
+    "nope-positions": "3, 7, ..., 27",
+    "A_log-shape": "(40, 32)",
+    "decay-gate": "dt_proj",
+    "rope-gdn": "b, c",
+    "theta-slowest": "k=15",
+    "mtp-lengths": "T-2, T-3",
+    "bf16-tie": "bf16 equal, fp32 distinct",
+    "router-fp32": "float32 probs and top-k for bf16 input",
+}
+
+
+@pytest.mark.parametrize("claim_id", sorted(EXACT))
+def test_exact_claims(table, claim_id):
+    assert table[claim_id].computed == EXACT[claim_id]
+
+
+def test_computed_values_close_to_closed_forms(table):
+    assert table["theta-1"].computed == pytest.approx(10_000 ** (-2 / 32))
+    assert table["mla-16x"].computed == pytest.approx(25.6)
+    assert table["softcap-15"].computed == pytest.approx(0.41997, abs=1e-5)
+    assert table["softcap-5"].computed == pytest.approx(0.896630, abs=1e-6)
+    assert table["embed-std"].computed == pytest.approx(896 ** -0.5, rel=0.01)
+    assert table["embed-unit-var"].computed == pytest.approx(1 / 896, rel=0.02)
+    assert 0.55 < table["decay-head0"].computed < 0.67  # exp(-g) with g ≈ 0.5 at init
+    formula = formula_params("hymo_750m")
+    assert table["total-active"].computed == formula.active
+    assert table["total-stored"].computed == formula.stored
+
+
+def test_verdicts_of_key_claims(table):
+    expected = {
+        "capacity": "wrong", "theta-1": "wrong", "launch-arith": "correct",
+        "launch-count": "wrong", "speedup-8000": "approximately right",
+        "trajectory": "approximately right", "mla-positions": "contradiction",
+        "moe-active-layer": "contradiction", "stored-gb": "wrong", "gdn-state-80k": "correct",
+        "total-active": "correct", "total-stored": "correct", "attn-412G": "wrong",
+        "tput-arith": "correct", "tput": "wrong", "softcap-5": "approximately right",
+        "softcap-15": "wrong", "decay-head10": "wrong", "bf16-tie": "correct",
+    }
+    assert {k: table[k].verdict for k in expected} == expected
+
+
+# ---- the table -------------------------------------------------------------------------
+def test_table_form(table):
+    assert len(table) == len(CLAIMS) >= 30
+    ids = [r.claim.id for r in table]
+    assert len(set(ids)) == len(ids)
+    counts = table.counts()
+    assert sum(counts.values()) == len(table) and all(counts.values())
+    text = str(table)
+    assert text == str(check_all())  # deterministic
+    assert all(i in text for i in ids) and "Notes" in text
+    page = table._repr_html_()
+    assert page.count("<tr>") == len(table) + 1 and "contradiction" in page
+    assert len(table.filter(verdict="contradiction")) == counts["contradiction"]
+    assert {r.claim.section for r in table.filter(section="12")} >= {"12.3", "12.2.4"}
+    with pytest.raises(KeyError, match="no claim"):
+        table["nothing"]
+    with pytest.raises(ValueError, match="verdict must be"):
+        table.filter(verdict="maybe")
+
+
+def test_every_contradiction_says_what_the_document_says_elsewhere(table):
+    for r in table.filter(verdict="contradiction"):
+        assert r.claim.versus and r.claim.note
+    for r in table.filter(verdict="wrong"):
+        assert r.claim.note or r.claim.id in {"theta-2", "decay-head39", "latent-4x"}
