@@ -74,6 +74,7 @@ def main(argv=None) -> int:
     p.add_argument("--n-layers", type=int, default=4)
     p.add_argument("--n-eval", type=int, default=256, help="sequences per eval task")
     p.add_argument("--dim", type=int, default=None, help="model width (default: hymo_mini)")
+    p.add_argument("--gdn-backend", default=None, help="GDN recurrence backend (default: auto)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None)
@@ -87,6 +88,8 @@ def main(argv=None) -> int:
     train_tasks = parse_tasks(args.train, args.n_keys)
     eval_tasks = parse_tasks(args.eval or DEFAULT_EVAL, args.n_keys)
     overrides = {} if args.dim is None else {"dim": args.dim}
+    if args.gdn_backend is not None:
+        overrides["gdn_backend"] = args.gdn_backend
 
     if args.jobs > 1 and len(args.variants) > 1:
         results = _parallel(argv, args)
@@ -137,10 +140,11 @@ def _parallel(argv: list[str], args) -> dict:
             if proc.wait() != 0:
                 raise SystemExit(f"variant {args.variants[i]!r} failed")
             parts[i] = json.loads(out.read_text())
-        merged = parts[0]
-        merged["variants"] = {}
+        variants = {}
         for i in sorted(parts):
-            merged["variants"].update(parts[i]["variants"])
+            variants.update(parts[i]["variants"])
+        merged = parts[0]
+        merged["variants"] = variants
         merged["settings"]["jobs"] = args.jobs
         return merged
 

@@ -85,6 +85,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
     p.add_argument("--max-bytes", type=int, default=4_000_000)
     p.add_argument("--no-samples", action="store_true")
+    p.add_argument("--gdn-backend", default=None, help="GDN recurrence backend (default: auto)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     if args.threads:
@@ -112,6 +113,8 @@ def main(argv=None) -> int:
         if args.dtype:
             training["dtype"] = args.dtype
         model_cfg = base.model
+        if args.gdn_backend is not None:
+            model_cfg = replace(model_cfg, gdn_backend=args.gdn_backend)
         if seq > model_cfg.max_seq_len:
             model_cfg = replace(model_cfg, max_seq_len=seq)
         config = replace(base, model=model_cfg, training=replace(base.training, **training))
