@@ -135,6 +135,10 @@ class ClaimsTable:
                             if (verdict is None or r.verdict == verdict)
                             and (section is None or r.claim.section.startswith(section))])
 
+    def select(self, ids) -> ClaimsTable:
+        """The claims with these ids, in the order given."""
+        return ClaimsTable([self[i] for i in ids])
+
     _header = ("id", "§", "the document says", "document", "hymo_mini", "verdict")
 
     def _cells(self) -> list[tuple[str, ...]]:

@@ -122,6 +122,7 @@ def test_table_form(table):
     assert page.count("<tr>") == len(table) + 1 and "contradiction" in page
     assert len(table.filter(verdict="contradiction")) == counts["contradiction"]
     assert {r.claim.section for r in table.filter(section="12")} >= {"12.3", "12.2.4"}
+    assert [r.claim.id for r in table.select(["capacity", "theta-1"])] == ["capacity", "theta-1"]
     with pytest.raises(KeyError, match="no claim"):
         table["nothing"]
     with pytest.raises(ValueError, match="verdict must be"):
