@@ -115,8 +115,8 @@ def main(argv=None) -> int:
         model_cfg = base.model
         if args.gdn_backend is not None:
             model_cfg = replace(model_cfg, gdn_backend=args.gdn_backend)
-        if seq > model_cfg.max_seq_len:
-            model_cfg = replace(model_cfg, max_seq_len=seq)
+        if seq + 1 > model_cfg.max_seq_len:  # the loss reads seq + 1 tokens
+            model_cfg = replace(model_cfg, max_seq_len=seq + 1)
         config = replace(base, model=model_cfg, training=replace(base.training, **training))
         start = time.perf_counter()
         run = train(config, corpus, device=device, progress=False)

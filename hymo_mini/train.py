@@ -163,6 +163,11 @@ def _empty_history() -> dict:
 
 def _check_sizes(config: HyMoConfig, corpus: ByteCorpus) -> None:
     t, m = config.training, config.model
+    if t.seq_len + 1 > m.max_seq_len:
+        raise ConfigError(f"TrainingConfig.seq_len: the loss reads seq_len + 1 = {t.seq_len + 1} "
+                          f"tokens (the inputs and the last target), more than "
+                          f"ModelConfig.max_seq_len={m.max_seq_len}; use seq_len <= "
+                          f"{m.max_seq_len - 1}")
     if t.seq_len < m.mtp_depth + 2:
         raise ConfigError(f"TrainingConfig.seq_len: {t.seq_len} leaves no target for MTP "
                           f"depth {m.mtp_depth}; use seq_len >= {m.mtp_depth + 2}")
