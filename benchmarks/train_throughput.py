@@ -142,8 +142,8 @@ def main(argv=None) -> int:
                 result["samples"] = samples(run.model, device)
         result["runs"].append(entry)
         print(json.dumps(entry), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")  # after every shape
     print(f"wrote {args.out}")
     return 0
 
