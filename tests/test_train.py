@@ -191,7 +191,7 @@ def test_checkpoint_is_never_half_written(tmp_path, monkeypatch):
 def test_impossible_sizes(corpus, tmp_path):
     with pytest.raises(ConfigError, match="steps"):
         train(tiny_config(), corpus, steps=9, progress=False)
-    with pytest.raises(ConfigError, match="seq_len \+ 1 = 65"):
+    with pytest.raises(ConfigError, match=r"seq_len \+ 1 = 65"):
         train(tiny_config(seq_len=64), corpus, progress=False)  # max_seq_len is 64
     with pytest.raises(ConfigError, match="MTP"):
         train(tiny_config(seq_len=2), corpus, progress=False)
