@@ -46,6 +46,7 @@ from hymo_mini.config import (
     replace,
 )
 from hymo_mini.data import ByteCorpus, DataError, load_corpus
+from hymo_mini.model import build_hymo
 from hymo_mini.optim import build_optimizer
 
 __all__ = [
@@ -210,12 +211,11 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
 
     steps: stop after this optimizer step (default ``training.max_steps``; the schedule
     always spans ``max_steps``, so a run can be stopped early and resumed). out_dir: where
-    ``checkpoint.pt`` and ``history.json`` go (None: no files). resume: continue from
-    ``out_dir/checkpoint.pt``. print_every: print rounded losses every so many steps (for
-    notebooks, where a progress bar's timings would change every run).
+    ``checkpoint.pt`` (written at every evaluation and at the end) and ``history.json`` go
+    (None: no files). resume: continue from ``out_dir/checkpoint.pt``. print_every: print
+    rounded losses every so many steps (for notebooks, where a progress bar's timings
+    would change every run).
     """
-    from hymo_mini.model import build_hymo  # the model owns its construction
-
     tc = config.training
     steps = tc.max_steps if steps is None else steps
     if not (isinstance(steps, int) and 0 < steps <= tc.max_steps):
@@ -304,6 +304,9 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
         if done % tc.eval_every == 0 or done == steps:
             history["val_step"].append(done)
             history["val_loss"].append(evaluate(model, val_batches, config, device))
+            if ckpt_path is not None:  # a crash loses at most eval_every steps
+                flush()
+                save_checkpoint(ckpt_path, model, optimizer, done, history, config)
         t4 = time.perf_counter()
         if print_every and (done % print_every == 0 or done == steps):
             flush()
@@ -333,8 +336,7 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
         "seconds": timing,
         "window_tokens_per_s": windows,  # one per log interval, evaluation excluded
     }
-    if ckpt_path is not None:
-        save_checkpoint(ckpt_path, model, optimizer, steps, history, config)
+    if ckpt_path is not None:  # the last step is an evaluation step: already saved
         (Path(out_dir) / "history.json").write_text(json.dumps(history))
     return TrainResult(model=model, history=history, stats=stats, checkpoint=ckpt_path,
                        optimizer=optimizer)
@@ -387,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         config = _apply_overrides(load_config(args.config), args)
         out = Path(args.out or config.run.output_dir)
+        if not args.resume and (out / "checkpoint.pt").exists():
+            raise CheckpointError(f"{str(out / 'checkpoint.pt')!r} exists: pass --resume to "
+                                  "continue that run, or choose another --out")
         corpus = load_corpus(args.data, max_bytes=args.max_bytes, pattern=args.pattern)
         print(corpus.describe())
         result = train(config, corpus, steps=args.steps, out_dir=out, resume=args.resume,

@@ -228,6 +228,16 @@ def test_cli_trains_and_resumes(tmp_path, capsys):
     history = json.loads((out / "history.json").read_text())
     assert history["step"] == [1, 2, 3, 4]
     assert "tokens/s" in capsys.readouterr().out
+    assert train_module.main(args) == 2  # a new run would overwrite the checkpoint
+    assert "pass --resume" in capsys.readouterr().err
+
+
+def test_checkpoint_at_every_evaluation(corpus, tmp_path):
+    cfg = tiny_config(max_steps=8, eval_every=4)
+    train(cfg, corpus, steps=6, out_dir=tmp_path, progress=False)  # evaluations at 4 and 6
+    assert load_checkpoint(tmp_path / "checkpoint.pt", cfg)["step"] == 6
+    history = load_checkpoint(tmp_path / "checkpoint.pt", cfg)["history"]
+    assert history["step"] == [1, 2, 3, 4, 5, 6] and history["val_step"] == [4, 6]
 
 
 def test_plots():
