@@ -79,6 +79,11 @@ from hymo_mini.viz import moe_plots  # noqa: E402
 
 
 @pytest.fixture(scope="module")
+def mini_config():
+    return load_config("hymo_mini").model
+
+
+@pytest.fixture(scope="module")
 def prod():
     return load_config("hymo_750m").model
 
@@ -143,3 +148,66 @@ def test_moe_figures_take_widget_values():
     assert isinstance(moe_plots.router_precision_figure(0.006, 512), Figure)
     assert set(moe_plots.FIGURES) == {"moe_routing.png", "moe_capacity.png",
                                       "moe_balancing.png", "moe_router_precision.png"}
+
+
+# ---- chapter 10: initialisation --------------------------------------------------------
+from hymo_mini.viz import depth_plots  # noqa: E402
+
+
+def test_parameter_stats_against_pytorch_defaults():
+    block = torch.nn.Sequential(torch.nn.Linear(512, 256), torch.nn.RMSNorm(256))
+    stats = {s.name: s for s in depth_plots.parameter_stats(block)}
+    linear = stats["0.weight"]
+    assert linear.shape == (256, 512)
+    assert linear.default_std == pytest.approx(1 / math.sqrt(3 * 512))
+    assert linear.std == pytest.approx(linear.default_std, rel=0.02)
+    assert stats["1.weight"].mean == 1.0 and stats["1.weight"].std == 0.0
+    assert stats["1.weight"].default_std is None and stats["0.bias"].default_std is None
+
+
+def test_stream_rms_follows_the_model(mini_config):
+    from hymo_mini.model import HyMo
+
+    torch.manual_seed(0)
+    model = HyMo(mini_config)
+    x = torch.randn(2, 10, mini_config.dim)
+    rms = depth_plots.stream_rms(model.layers, x)
+    assert len(rms) == mini_config.n_layers + 1
+    assert rms[0] == pytest.approx(x.pow(2).mean().sqrt().item())
+    with torch.no_grad():
+        assert rms[-1] == pytest.approx(model.run_layers(x).pow(2).mean().sqrt().item(), rel=1e-5)
+
+
+def test_embedding_rows_use_the_models_init(mini_config):
+    tokens = torch.arange(64).reshape(2, 32)
+    scaled = depth_plots.embedding_rows(replace(mini_config, dim=256, embed_init="scaled"), tokens)
+    plain = depth_plots.embedding_rows(replace(mini_config, dim=256, embed_init="torch"), tokens)
+    assert scaled.shape == (2, 32, 256)
+    assert scaled.std().item() == pytest.approx(256 ** -0.5, rel=0.05)
+    assert plain.std().item() == pytest.approx(1.0, rel=0.05)
+
+
+def test_residual_rms_modes(mini_config):
+    results = depth_plots.residual_rms(mini_config, T=16)
+    assert set(results) == {(m, i) for m in ("identity", "document") for i in ("scaled", "torch")}
+    assert all(len(v) == mini_config.n_layers + 1 for v in results.values())
+    assert results[("identity", "torch")][0] == pytest.approx(1.0, rel=0.1)
+    assert results[("identity", "scaled")][0] == pytest.approx(mini_config.dim ** -0.5, rel=0.1)
+    # layer 1 is a GDN layer: without an identity path it shrinks the stream
+    doc, ident = results[("document", "torch")], results[("identity", "torch")]
+    assert doc[2] < 0.8 * doc[1]
+    assert ident[2] > 0.9 * ident[1]
+    # the MLA layers (0 and 4) are the same in both modes
+    assert doc[1] == pytest.approx(ident[1])
+    assert depth_plots.residual_rms(mini_config, T=16) is results  # cached
+    with pytest.raises(ValueError, match="T and B"):
+        depth_plots.residual_rms(mini_config, T=0)
+
+
+def test_residual_rms_figure_toggles(mini_config):
+    fig = depth_plots.residual_rms_figure(mini_config, T=16)
+    assert len(fig.axes[0].lines) == 4
+    fig = depth_plots.residual_rms_figure(mini_config, document=False, torch_init=False, T=16)
+    assert len(fig.axes[0].lines) == 1
+    fig = depth_plots.residual_rms_figure(mini_config, identity=False, document=False, T=16)
+    assert fig.axes[0].get_legend() is None
