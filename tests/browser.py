@@ -44,7 +44,11 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def jupyter_lab(root: Path, settings_dir: Path, timeout: float = 60.0):
-    """Start JupyterLab on 127.0.0.1 (free port, random token); yield its base URL + token."""
+    """Start JupyterLab on 127.0.0.1 (free port, random token); yield its base URL + token.
+
+    Settings and workspaces live in ``settings_dir``, so no tabs are restored from an
+    earlier session and nothing is written to the user's JupyterLab state.
+    """
     port, token = free_port(), secrets.token_hex(16)
     user_settings = settings_dir / "@jupyterlab" / "apputils-extension"
     user_settings.mkdir(parents=True, exist_ok=True)
@@ -54,6 +58,7 @@ def jupyter_lab(root: Path, settings_dir: Path, timeout: float = 60.0):
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings_dir), MPLBACKEND="module://matplotlib_inline.backend_inline")
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
            f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+           f"--LabApp.workspaces_dir={settings_dir / 'workspaces'}",
            "--allow-root", "--LabApp.expose_app_in_browser=True",
            "--ServerApp.open_browser=False"]
     log = open(settings_dir / "jupyterlab.log", "w")  # noqa: SIM115

@@ -10,6 +10,7 @@ why, when Playwright or Chromium is missing; CI installs both.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -53,9 +54,13 @@ def _figure_sources(page) -> list[str]:
 
 def test_widget_slider_changes_figure(browser, tmp_path):
     chapter = widget_chapter()
-    with jupyter_lab(REPO, tmp_path) as (base, token):
+    # serve a copy: JupyterLab autosaves what it runs, and the committed chapter must not change
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(chapter, served / chapter.name)
+    with jupyter_lab(served, tmp_path / "lab") as (base, token):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{base}/lab/tree/book/{chapter.name}?token={token}")
+        page.goto(f"{base}/lab/tree/{chapter.name}?token={token}")
         page.wait_for_function("window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
         # a notebook without kernel metadata asks which kernel to start: accept the default
