@@ -163,8 +163,9 @@ class ModelConfig:
             "capacity_factor", "router_init_std", "load_ema_alpha", "bias_update_rate",
             "mtp_inter_dim", "hc_mult", "hc_sinkhorn_iters",
         )
-        for non_negative in ("mla_every", "mla_offset", "n_shared_experts", "mtp_depth", "logit_softcap",
-                             "load_deadband", "qk_rope_head_dim", "gdn_rope_dim"):
+        for non_negative in ("mla_every", "mla_offset", "n_shared_experts", "mtp_depth",
+                             "logit_softcap", "load_deadband", "qk_rope_head_dim",
+                             "gdn_rope_dim"):
             _require(getattr(self, non_negative) >= 0, f"{name}.{non_negative}",
                      f"must be >= 0, got {getattr(self, non_negative)!r}")
         _require(self.mla_offset < max(self.mla_every, 1), f"{name}.mla_offset",
@@ -173,7 +174,8 @@ class ModelConfig:
         _require(self.n_heads % self.n_kv_groups == 0, f"{name}.n_kv_groups",
                  f"n_heads={self.n_heads} must be divisible by n_kv_groups={self.n_kv_groups}")
         _require(self.qk_rope_head_dim % 2 == 0, f"{name}.qk_rope_head_dim",
-                 f"RoPE rotates pairs of dimensions, so it must be even, got {self.qk_rope_head_dim}")
+                 "RoPE rotates pairs of dimensions, so it must be even, "
+                 f"got {self.qk_rope_head_dim}")
         _require(self.qk_rope_head_dim <= self.head_dim, f"{name}.qk_rope_head_dim",
                  f"must not exceed head_dim={self.head_dim}, got {self.qk_rope_head_dim}")
         _require(self.gdn_d_inner % self.gdn_headdim == 0, f"{name}.gdn_d_inner",
@@ -339,7 +341,8 @@ class HyMoConfig:
 
     def __post_init__(self) -> None:
         _require(self.training.seq_len <= self.model.max_seq_len, "TrainingConfig.seq_len",
-                 f"{self.training.seq_len} exceeds ModelConfig.max_seq_len={self.model.max_seq_len}")
+                 f"{self.training.seq_len} exceeds "
+                 f"ModelConfig.max_seq_len={self.model.max_seq_len}")
 
 
 _SECTION_CLASSES = {

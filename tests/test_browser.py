@@ -14,7 +14,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from browser import CHROMIUM, CHROMIUM_ARGS, browser_missing_reason, jupyter_lab
 
 REPO = Path(__file__).resolve().parent.parent
