@@ -10,69 +10,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gdn_oracle import compare_to_reference, make_leaves, rel_err
 
 from hymo_mini.gdn import gated_delta_rule, gated_delta_rule_ref
 from hymo_mini.gdn_chunk import gated_delta_rule_chunked
 
 
-def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
-    """RMS(a - ref) / RMS(ref); a gradient that is exactly zero (g and A at T = 1 from a
-    zero state) must come out exactly zero."""
-    a, ref = a.double(), ref.double()
-    diff, scale = (a - ref).pow(2).mean().sqrt().item(), ref.pow(2).mean().sqrt().item()
-    if scale == 0.0:
-        return 0.0 if diff == 0.0 else float("inf")
-    return diff / scale
-
-
-def make_leaves(B, T, H, S, D, dtype, with_h0=True):
-    """Leaves; A = -exp(A_log) * decay_scale, per-head rates 1..H jittered per state dim."""
-    v = torch.randn(B, T, H, D)
-    b = torch.randn(B, T, H, S) / S**0.5
-    c = torch.randn(B, T, H, S) / S**0.5
-    g = torch.rand(B, T, H).clamp(0.02, 0.98)
-    A_log = torch.log(torch.arange(1, H + 1.0))[:, None] + 0.3 * torch.randn(H, S)
-    h0 = torch.randn(B, H, S, D) if with_h0 else None
-    leaves = [v, b, c, g, A_log] + ([h0] if with_h0 else [])
-    return [t.to(dtype).requires_grad_() for t in leaves]
-
-
-def run(fn, leaves, decay_scale, do, dht):
-    """Forward, loss = <o, do> + <final, dht>, backward: outputs and every gradient."""
-    v, b, c, g, A_log = leaves[:5]
-    h0 = leaves[5] if len(leaves) > 5 else None
-    A = -torch.exp(A_log) * decay_scale
-    A.retain_grad()
-    o, final = fn(v, b, c, g, A, h0)
-    loss = (o.double() * do).sum() + (final.double() * dht).sum()
-    loss.backward()
-    grads = {n: t.grad for n, t in zip([*"vbcg", "A_log", "h0"], leaves, strict=False)}
-    grads["A"] = A.grad
-    return o, final, grads
-
-
 def compare(B, T, H, S, D, dtype, decay_scale, with_h0, tol, chunk_size=8):
-    leaves = make_leaves(B, T, H, S, D, dtype, with_h0)
-    do = torch.randn(B, T, H, D, dtype=torch.float64)
-    dht = torch.randn(B, H, S, D, dtype=torch.float64)
+    def chunked(v, b, c, g, A, h0, output_final_state):
+        return gated_delta_rule_chunked(v, b, c, g, A, h0, output_final_state,
+                                        chunk_size=chunk_size)
 
-    def chunked(v, b, c, g, A, h0):
-        return gated_delta_rule_chunked(v, b, c, g, A, h0, True, chunk_size=chunk_size)
-
-    o, final, grads = run(chunked, leaves, decay_scale, do, dht)
-    ref_leaves = [t.detach().double().requires_grad_() for t in leaves]  # same rounded values
-    o_ref, final_ref, grads_ref = run(gated_delta_rule_ref, ref_leaves, decay_scale, do, dht)
-    assert o.dtype == dtype and o.shape == (B, T, H, D)
-    assert final.shape == (B, H, S, D)
-    errors = {"o": rel_err(o, o_ref), "final": rel_err(final, final_ref)}
-    for name, grad in grads.items():
-        if grad is None and grads_ref[name] is None:
-            continue
-        assert grad.dtype == dtype, name
-        errors["d" + name] = rel_err(grad, grads_ref[name])
-    bad = {k: e for k, e in errors.items() if not e < tol}  # `not <` also catches NaN
-    assert not bad, f"relative RMS errors above {tol}: {bad} (all: {errors})"
-    return errors
+    return compare_to_reference(chunked, B, T, H, S, D, dtype, decay_scale, with_h0, True, tol,
+                                device="cpu")
 
 
 @pytest.mark.parametrize("decay_scale", [0.1, 1.0, 10.0])

@@ -11,82 +11,21 @@ import types
 
 import pytest
 import torch
+from gdn_oracle import compare_to_reference, make_leaves, rel_err
 
 import hymo_mini.gdn as gdn
 import hymo_mini.gdn_triton as gdn_triton
 from hymo_mini.gdn import gated_delta_rule, gated_delta_rule_ref
 from hymo_mini.gdn_triton import triton_gated_delta_rule
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
-    a, ref = a.double(), ref.double()
-    return ((a - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item()
-
-
-def make_leaves(B, T, H, S, D, dtype, decay_scale=1.0, with_h0=True):
-    """Leaf tensors in `dtype` on DEVICE; A = -exp(A_log) is built from them by `build_A`."""
-    v = torch.randn(B, T, H, D)
-    b = torch.randn(B, T, H, S) / S**0.5
-    c = torch.randn(B, T, H, S) / S**0.5
-    g = torch.rand(B, T, H).clamp(0.02, 0.98)
-    # per-head rates 1..H as in the block's init, jittered per state dim
-    A_log = torch.log(torch.arange(1, H + 1.0))[:, None] + 0.3 * torch.randn(H, S)
-    h0 = torch.randn(B, H, S, D) if with_h0 else None
-    leaves = [v, b, c, g, A_log] + ([h0] if with_h0 else [])
-    leaves = [t.to(DEVICE, dtype).requires_grad_() for t in leaves]
-    return leaves, decay_scale
-
-
-def run(fn, leaves, decay_scale, do, dht, output_final_state):
-    """Forward, loss = <o, do> + <final, dht>, backward; returns outputs and gradients."""
-    v, b, c, g, A_log = leaves[:5]
-    h0 = leaves[5] if len(leaves) > 5 else None
-    A = -torch.exp(A_log) * decay_scale
-    A.retain_grad()
-    o, final = fn(v, b, c, g, A, h0, output_final_state)
-    loss = (o.double() * do).sum()
-    if output_final_state:
-        loss = loss + (final.double() * dht).sum()
-    loss.backward()
-    names = ["v", "b", "c", "g", "A_log", "h0"][: len(leaves)]
-    grads = {n: t.grad for n, t in zip(names, leaves, strict=True)}
-    grads["A"] = A.grad
-    return o, final, grads
-
 
 def kernel(v, b, c, g, A, h0, output_final_state):
     return triton_gated_delta_rule(v, b, c, g, A, h0, output_final_state)
 
 
-def reference(v, b, c, g, A, h0, output_final_state):
-    return gated_delta_rule_ref(v, b, c, g, A, h0)
-
-
 def check_against_reference(B, T, H, S, D, dtype, decay_scale, with_h0, output_final_state, tol):
-    leaves, scale = make_leaves(B, T, H, S, D, dtype, decay_scale, with_h0)
-    do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
-    dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
-    o, final, grads = run(kernel, leaves, scale, do, dht, output_final_state)
-    # the oracle in fp64 on the same (already rounded) values
-    ref_leaves = [t.detach().double().requires_grad_() for t in leaves]
-    o_ref, final_ref, grads_ref = run(reference, ref_leaves, scale, do, dht, output_final_state)
-    assert o.dtype == dtype and o.shape == (B, T, H, D)
-    errors = {"o": rel_err(o, o_ref)}
-    if output_final_state:
-        assert final.dtype == torch.float32 and final.shape == (B, H, S, D)
-        errors["final"] = rel_err(final, final_ref)
-    else:
-        assert final is None
-    for name, grad in grads.items():
-        if grad is None and grads_ref[name] is None:
-            continue
-        assert grad.dtype == dtype, name
-        errors["d" + name] = rel_err(grad, grads_ref[name])
-    bad = {k: e for k, e in errors.items() if not e < tol}  # `not <` also catches NaN
-    assert not bad, f"relative RMS errors above {tol}: {bad} (all: {errors})"
-    return errors
+    return compare_to_reference(kernel, B, T, H, S, D, dtype, decay_scale, with_h0,
+                                output_final_state, tol)
 
 
 CASES = {
@@ -125,7 +64,7 @@ def test_split_blocks_with_masked_tails(monkeypatch):
 @pytest.mark.triton
 def test_only_final_state_used():
     """A loss on the final state alone: the backward runs with no gradient for o."""
-    v, b, c, g, A_log, h0 = make_leaves(1, 5, 2, 12, 20, torch.float32)[0]
+    v, b, c, g, A_log, h0 = make_leaves(1, 5, 2, 12, 20, torch.float32)
     A = -torch.exp(A_log)
     _, final = triton_gated_delta_rule(v, b, c, g, A, h0, output_final_state=True)
     grads = torch.autograd.grad(final.square().sum(), [v, b, c, g, A_log, h0])
@@ -143,7 +82,7 @@ def test_backward_saves_no_state_trajectory():
     """Only inputs and one final state are kept for the backward: no (B, T, H, S, D) tensor
     (the document's design saves B·T·H·S·D fp32 states)."""
     B, T, H, S, D = 1, 8, 2, 12, 20
-    (v, b, c, g, A_log, h0), _ = make_leaves(B, T, H, S, D, torch.float32)
+    (v, b, c, g, A_log, h0) = make_leaves(B, T, H, S, D, torch.float32)
     saved = []
 
     def pack(t):
@@ -159,7 +98,7 @@ def test_backward_saves_no_state_trajectory():
 
 
 def test_empty_sequence_passes_the_state_through():
-    (v, b, c, g, A_log, h0), _ = make_leaves(2, 0, 2, 3, 4, torch.float32)
+    (v, b, c, g, A_log, h0) = make_leaves(2, 0, 2, 3, 4, torch.float32)
     o, final = triton_gated_delta_rule(v, b, c, g, -torch.exp(A_log), h0, True)
     assert o.shape == (2, 0, 2, 4)
     torch.testing.assert_close(final, h0.detach())
@@ -168,7 +107,7 @@ def test_empty_sequence_passes_the_state_through():
 # ------------------------------------------------------------------------- dispatcher
 @pytest.mark.triton
 def test_dispatcher_triton_backend_matches_reference():
-    (v, b, c, g, A_log, h0), _ = make_leaves(2, 6, 2, 3, 5, torch.float32)
+    (v, b, c, g, A_log, h0) = make_leaves(2, 6, 2, 3, 5, torch.float32)
     A = -torch.exp(A_log)
     with torch.no_grad():  # inference: the forward keeps no checkpoints
         o, final = gated_delta_rule(v, b, c, g, A, initial_state=h0, output_final_state=True,
@@ -197,7 +136,7 @@ def test_auto_never_picks_a_kernel_on_cpu():
 def test_explicit_triton_without_gpu_or_interpreter_says_how(monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    (v, b, c, g, A_log), _ = make_leaves(1, 3, 1, 2, 2, torch.float32, with_h0=False)
+    (v, b, c, g, A_log) = make_leaves(1, 3, 1, 2, 2, torch.float32, with_h0=False)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
         gated_delta_rule(v, b, c, g, -torch.exp(A_log), backend="triton")
@@ -207,14 +146,14 @@ def test_explicit_triton_without_gpu_or_interpreter_says_how(monkeypatch):
 
 
 def test_unknown_backend_is_rejected():
-    (v, b, c, g, A_log), _ = make_leaves(1, 3, 1, 2, 2, torch.float32, with_h0=False)
+    (v, b, c, g, A_log) = make_leaves(1, 3, 1, 2, 2, torch.float32, with_h0=False)
     with pytest.raises(ValueError, match="backend must be"):
         gated_delta_rule(v, b, c, g, -torch.exp(A_log), backend="cuda")
 
 
 @pytest.mark.parametrize("bad", ["c_shape", "g_rank", "nan_g", "h0_shape", "int_v"])
 def test_bad_inputs_are_named(bad):
-    (v, b, c, g, A_log, h0), _ = make_leaves(1, 4, 2, 3, 5, torch.float32)
+    (v, b, c, g, A_log, h0) = make_leaves(1, 4, 2, 3, 5, torch.float32)
     v, b, c, g, h0 = (t.detach() for t in (v, b, c, g, h0))
     A = -torch.exp(A_log.detach())
     kwargs = dict(v=v, b=b, c=c, g=g, A=A, initial_state=h0)

@@ -11,85 +11,22 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gdn_oracle import DEVICE, compare_to_reference, make_leaves, rel_err
 
 import hymo_mini.gdn_triton_chunk as gtc
 from hymo_mini.gdn import gated_delta_rule, gated_delta_rule_ref
 from hymo_mini.gdn_triton_chunk import triton_chunk_gated_delta_rule
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # fp32: plain fp32 products in the interpreter; TF32 (10-bit mantissa) on the GPU.
 # The gate gradients dg, dA sum many cancelling terms, so they get 5x more room.
 FP32_TOL = 5e-3 if DEVICE == "cuda" else 2e-5
 LOW_TOL = 1e-2  # bf16 / fp16 inputs and outputs
 
 
-def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
-    """RMS(a - ref) / RMS(ref); where ref is exactly zero (dg, dA at T = 1 from a zero
-    state) the absolute RMS of a, which rounding alone keeps near 1e-7."""
-    a, ref = a.double(), ref.double()
-    diff, scale = (a - ref).pow(2).mean().sqrt().item(), ref.pow(2).mean().sqrt().item()
-    return diff / scale if scale > 0 else diff
-
-
-def make_leaves(B, T, H, S, D, dtype, with_h0=True):
-    """Leaves on DEVICE; A = -exp(A_log) * decay_scale, per-head rates 1..H jittered."""
-    v = torch.randn(B, T, H, D)
-    b = torch.randn(B, T, H, S) / S**0.5
-    c = torch.randn(B, T, H, S) / S**0.5
-    g = torch.rand(B, T, H).clamp(0.02, 0.98)
-    A_log = torch.log(torch.arange(1, H + 1.0))[:, None] + 0.3 * torch.randn(H, S)
-    h0 = torch.randn(B, H, S, D) if with_h0 else None
-    leaves = [v, b, c, g, A_log] + ([h0] if with_h0 else [])
-    return [t.to(DEVICE, dtype).requires_grad_() for t in leaves]
-
-
-def run(fn, leaves, decay_scale, do, dht, output_final_state):
-    """Forward, loss = <o, do> (+ <final, dht>), backward: outputs and every gradient."""
-    v, b, c, g, A_log = leaves[:5]
-    h0 = leaves[5] if len(leaves) > 5 else None
-    A = -torch.exp(A_log) * decay_scale
-    A.retain_grad()
-    o, final = fn(v, b, c, g, A, h0, output_final_state)
-    loss = (o.double() * do).sum()
-    if output_final_state:
-        loss = loss + (final.double() * dht).sum()
-    loss.backward()
-    grads = {n: t.grad for n, t in zip([*"vbcg", "A_log", "h0"], leaves, strict=False)}
-    grads["A"] = A.grad
-    return o, final, grads
-
-
-def reference(v, b, c, g, A, h0, output_final_state):
-    return gated_delta_rule_ref(v, b, c, g, A, h0)
-
-
 def check(B, T, H, S, D, dtype, decay_scale, with_h0, output_final_state):
     tol = FP32_TOL if dtype == torch.float32 else LOW_TOL
-    leaves = make_leaves(B, T, H, S, D, dtype, with_h0)
-    do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
-    dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
-    o, final, grads = run(triton_chunk_gated_delta_rule, leaves, decay_scale, do, dht,
-                          output_final_state)
-    ref_leaves = [t.detach().double().requires_grad_() for t in leaves]  # same rounded values
-    o_ref, final_ref, grads_ref = run(reference, ref_leaves, decay_scale, do, dht,
-                                      output_final_state)
-    assert o.dtype == dtype and o.shape == (B, T, H, D)
-    errors = {"o": rel_err(o, o_ref)}
-    if output_final_state:
-        assert final.dtype == torch.float32 and final.shape == (B, H, S, D)
-        errors["final"] = rel_err(final, final_ref)
-    else:
-        assert final is None
-    for name, grad in grads.items():
-        if grad is None and grads_ref[name] is None:
-            continue
-        assert grad.dtype == dtype, name
-        errors["d" + name] = rel_err(grad, grads_ref[name])
-    gate = {"dg", "dA", "dA_log"}
-    bad = {k: e for k, e in errors.items()
-           if not e < (5 * tol if k in gate else tol)}  # `not <` also catches NaN
-    assert not bad, f"relative RMS errors above {tol}: {bad} (all: {errors})"
-    return errors
+    return compare_to_reference(triton_chunk_gated_delta_rule, B, T, H, S, D, dtype,
+                                decay_scale, with_h0, output_final_state, tol, gate_tol=5 * tol)
 
 
 CASES = {
