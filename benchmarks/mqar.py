@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     p.add_argument("--train", nargs="+", default=DEFAULT_TRAIN, help="N:T tasks to train on")
     p.add_argument("--eval", nargs="+", default=None, help="N:T tasks to score")
     p.add_argument("--n-keys", type=int, default=16, help="keys (and values) to draw from")
-    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--n-layers", type=int, default=4)

@@ -129,6 +129,7 @@ def main(argv=None) -> int:
             "parameters": sum(p.numel() for p in run.model.parameters()),
             "tokens_per_s": round(s["tokens_per_s"], 1),
             "steady_tokens_per_s": round(steady, 1),
+            "window_tokens_per_s": [round(w, 1) for w in s["window_tokens_per_s"]],
             "data_fraction": round(s["data_fraction"], 5),
             "log_fraction": round(s["log_fraction"], 5),
             "seconds": {k: round(v, 3) for k, v in s["seconds"].items()},
