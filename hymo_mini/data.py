@@ -113,9 +113,11 @@ class ByteCorpus:
         A model reads ``[:, :-1]`` and predicts ``[:, 1:]``; the same (seed, step) always
         gives the same batch."""
         stream = self._check(split, batch_size, seq_len)
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
-        starts = torch.randint(stream.numel() - seq_len, (batch_size,), generator=gen)
-        index = starts[:, None] + torch.arange(seq_len + 1)  # (b, t + 1)
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + step)  # on the host, always
+        starts = torch.randint(stream.numel() - seq_len, (batch_size,), generator=gen)  # (b,)
+        if stream.device.type == "cuda":  # pinned + non_blocking: the host does not wait
+            starts = starts.pin_memory().to(stream.device, non_blocking=True)
+        index = starts[:, None] + torch.arange(seq_len + 1, device=stream.device)  # (b, t + 1)
         return stream[index].long()
 
     def val_batches(self, n_batches: int, batch_size: int, seq_len: int) -> list[torch.Tensor]:
@@ -123,8 +125,15 @@ class ByteCorpus:
         stream = self._check("val", batch_size, seq_len)
         count = n_batches * batch_size
         starts = torch.linspace(0, stream.numel() - seq_len - 1, count).long()
-        index = starts[:, None] + torch.arange(seq_len + 1)  # (n * b, t + 1)
+        index = starts[:, None].to(stream.device) + torch.arange(seq_len + 1,
+                                                                 device=stream.device)
         return list(stream[index].long().split(batch_size))
+
+    def to(self, device) -> ByteCorpus:
+        """The same corpus with both streams on ``device``: batches are then cut there,
+        and only the few window offsets of each batch cross from the host."""
+        device = torch.device(device)
+        return ByteCorpus(self.train.to(device), self.val.to(device), self.n_files, self.source)
 
     def describe(self) -> str:
         return (f"{self.source}: {self.n_files} files, {self.train.numel():,} training bytes, "

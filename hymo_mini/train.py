@@ -224,6 +224,7 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
     corpus = load_corpus() if corpus is None else corpus
     _check_sizes(config, corpus)
     device = torch.device(device)
+    corpus = corpus.to(device)  # batches are cut on the device (see ByteCorpus.batch)
     torch.manual_seed(config.run.seed)
     model = (build_hymo(config) if model is None else model).to(device)
     optimizer = build_optimizer(model, config.optimizer)
@@ -265,8 +266,7 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
     for step in range(start, steps):
         t0 = time.perf_counter()
         micro = [corpus.batch(step * tc.grad_accum_steps + i, tc.batch_size, tc.seq_len,
-                              seed=config.run.seed).to(device, non_blocking=True)
-                 for i in range(tc.grad_accum_steps)]
+                              seed=config.run.seed) for i in range(tc.grad_accum_steps)]
         t1 = time.perf_counter()
         lr_scale = wsd_multiplier(step, tc.max_steps, config.scheduler)
         for group in optimizer.param_groups:

@@ -111,3 +111,10 @@ def test_bad_sizes_are_clear_errors(text_dir):
         load_corpus(text_dir, val_percent=0)
     with pytest.raises(DataError, match="uint8"):
         ByteCorpus(torch.zeros(3), torch.zeros(3, dtype=torch.uint8), 1, "x")
+
+
+def test_to_device_keeps_the_batches(text_dir):
+    corpus = load_corpus(text_dir)
+    moved = corpus.to("cpu")
+    assert torch.equal(moved.batch(5, 3, 16, seed=2), corpus.batch(5, 3, 16, seed=2))
+    assert moved.n_files == corpus.n_files and moved.source == corpus.source
