@@ -113,31 +113,40 @@ def _series(result: dict, name: str, fixed: str, value: int):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-_STYLE = {"MLA": ("C3", "-", "s"), "GDN (gla)": ("C0", "--", "o"),
-          "GDN (delta)": ("C0", "-", "o"), "3:1 hybrid (gla)": ("C2", "--", "^"),
-          "3:1 hybrid (delta)": ("C2", "-", "^")}
+_STYLE = {"MLA": ("C3", "-", "s"),
+          "GDN (gla)": ("C0", "--", "o"), "GDN (delta)": ("C0", "-", "o"),
+          "3:1 MLA first (gla)": ("C1", "--", "v"), "3:1 MLA first (delta)": ("C1", "-", "v"),
+          "3:1 MLA last (gla)": ("C2", "--", "^"), "3:1 MLA last (delta)": ("C2", "-", "^")}
 
 
 def mqar_figure(result: dict, seq_len: int | None = None, n_pairs: int | None = None,
                 variants: list[str] | None = None, title: str | None = None) -> Figure:
     """Accuracy against the number of pairs (at ``seq_len``) and against the sequence length
-    (at ``n_pairs``), one line per model; defaults: the longest length, the middle N."""
-    rows = [r for v in result["variants"].values() for r in v["accuracy"]]
-    lengths = sorted({t for _, t, _ in rows})
-    pairs = sorted({n for n, _, _ in rows})
-    seq_len = lengths[-1] if seq_len is None else seq_len
-    n_pairs = pairs[len(pairs) // 2] if n_pairs is None else n_pairs
+    (at ``n_pairs``), one line per model; defaults: the T scored at the most N, and the N
+    scored at the most T."""
+    rows = next(iter(result["variants"].values()))["accuracy"]
+    if seq_len is None:
+        lengths = [t for _, t, _ in rows]
+        seq_len = max(sorted(set(lengths)), key=lengths.count)
+    if n_pairs is None:
+        pairs = [n for n, _, _ in rows]
+        n_pairs = max(sorted(set(pairs)), key=pairs.count)
     names = list(result["variants"]) if variants is None else variants
     fig = Figure(figsize=(10, 4))
     ax_n, ax_t = fig.subplots(1, 2, sharey=True)
     for name in names:
         color, style, marker = _STYLE.get(name, (None, "-", "o"))
-        params = result["variants"][name]["parameters"]
-        label = f"{name}  [{result['variants'][name]['layer_types']}, {params / 1e3:.0f}K]"
+        v = result["variants"][name]
+        steps = v.get("steps_done", result["settings"]["steps"])
+        short = f", {steps} steps" if steps < result["settings"]["steps"] else ""
+        label = f"{name}  [{v['layer_types']}, {v['parameters'] / 1e3:.0f}K{short}]"
         ax_n.plot(*_series(result, name, "seq_len", seq_len), ls=style, marker=marker,
                   color=color, label=label)
         ax_t.plot(*_series(result, name, "n_pairs", n_pairs), ls=style, marker=marker,
                   color=color)
+    ns = sorted({n for n, t, _ in rows if t == seq_len})
+    ax_n.plot(ns, [1 / n for n in ns], ":", color="gray", label="1/N: a random value of the context")
+    ax_t.axhline(1 / n_pairs, ls=":", color="gray")
     ax_n.set_xlabel("key-value pairs N")
     ax_n.set_title(f"sequence length T = {seq_len}")
     ax_t.set_xlabel("sequence length T (tokens)")
@@ -148,8 +157,8 @@ def mqar_figure(result: dict, seq_len: int | None = None, n_pairs: int | None = 
         ax.grid(alpha=0.3)
     ax_n.legend(fontsize=7, loc="lower left")
     s = result["settings"]
-    fig.suptitle(title or f"MQAR after {s['steps']} steps, {s['n_layers']} layers "
-                 f"(A = MLA, G = GDN; K = parameters)", fontsize=10)
+    fig.suptitle(title or f"MQAR after {s['steps']} steps (fewer where the legend says), "
+                 f"{s['n_layers']} layers (A = MLA, G = GDN; K = parameters)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -207,8 +216,14 @@ def _mqar_cpu_figure() -> Figure:
     return mqar_figure(load_result("mqar_cpu.json"))
 
 
+def _mqar_h200_figure() -> Figure:
+    return mqar_figure(load_result("mqar_h200.json"))
+
+
 FIGURES = {
     "train_loss_curve.png": _train_curve_figure,
     "wsd_schedule.png": lambda: lr_schedule(),
+    "state_capacity.png": lambda: state_capacity_figure(),
     "mqar_recall_cpu.png": _mqar_cpu_figure,
+    "mqar_recall_h200.png": _mqar_h200_figure,
 }
