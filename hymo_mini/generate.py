@@ -116,7 +116,7 @@ def forward_cached(model, tokens: torch.Tensor, cache: HyMoCache) -> torch.Tenso
     check_tokens(tokens, model.config)
     start = cache.position
     x = model.embed(tokens)  # (b, t, dim)
-    for layer, layer_cache in zip(model.layers, cache.layers):
+    for layer, layer_cache in zip(model.layers, cache.layers, strict=True):
         if isinstance(layer, GatedDeltaNetBlock):
             x, layer_cache.conv_window, layer_cache.state = layer.step(
                 x, layer_cache.conv_window, layer_cache.state, start)

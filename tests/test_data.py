@@ -69,7 +69,7 @@ def test_batches_are_windows_and_a_function_of_the_step(text_dir):
         assert bytes(row.tolist()) in stream  # a contiguous slice of the training text
     val = corpus.val_batches(2, 3, 16)
     assert len(val) == 2 and all(v.shape == (3, 17) for v in val)
-    assert all(torch.equal(a, b) for a, b in zip(val, corpus.val_batches(2, 3, 16)))
+    assert all(torch.equal(a, b) for a, b in zip(val, corpus.val_batches(2, 3, 16), strict=True))
 
 
 def test_stdlib_corpus_needs_no_download():

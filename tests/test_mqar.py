@@ -36,12 +36,12 @@ def test_batch_structure(n_pairs, seq_len):
     inputs, targets = mqar_batch(task, 8, torch.Generator().manual_seed(0))
     assert inputs.shape == targets.shape == (8, seq_len)
     K = task.n_keys
-    for x, y in zip(inputs.tolist(), targets.tolist()):
+    for x, y in zip(inputs.tolist(), targets.tolist(), strict=True):
         keys, values = x[0:2 * n_pairs:2], x[1:2 * n_pairs:2]
         assert all(1 <= k <= K for k in keys) and len(set(keys)) == n_pairs
         assert all(K < v <= K + task.n_values for v in values)
         assert all(t == IGNORE for t in y[:2 * n_pairs])  # no loss on the pairs
-        pair = dict(zip(keys, values))
+        pair = dict(zip(keys, values, strict=True))
         asked = [(x[i], y[i]) for i in range(2 * n_pairs, seq_len) if y[i] != IGNORE]
         assert sorted(k for k, _ in asked) == sorted(keys)  # every key asked once
         assert all(pair[k] == v for k, v in asked)  # target = the value after that key

@@ -145,7 +145,8 @@ def mqar_figure(result: dict, seq_len: int | None = None, n_pairs: int | None = 
         ax_t.plot(*_series(result, name, "n_pairs", n_pairs), ls=style, marker=marker,
                   color=color)
     ns = sorted({n for n, t, _ in rows if t == seq_len})
-    ax_n.plot(ns, [1 / n for n in ns], ":", color="gray", label="1/N: a random value of the context")
+    ax_n.plot(ns, [1 / n for n in ns], ":", color="gray",
+              label="1/N: a random value of the context")
     ax_t.axhline(1 / n_pairs, ls=":", color="gray")
     ax_n.set_xlabel("key-value pairs N")
     ax_n.set_title(f"sequence length T = {seq_len}")
