@@ -30,6 +30,7 @@ from torch import nn
 from hymo_mini.config import ModelConfig, load_config, replace
 from hymo_mini.gdn import GatedDeltaNetBlock
 from hymo_mini.mla import MLABlock
+from hymo_mini.viz.moe_plots import _single_thread
 
 __all__ = [
     "ParamStat",
@@ -109,7 +110,7 @@ def residual_rms(config: ModelConfig, T: int = 32, B: int = 1,
         for mode in MODES:
             streams[(mode, init)] = [x]
     nope = set(config.nope_gdn_positions)
-    with torch.no_grad():
+    with torch.no_grad(), _single_thread():  # many small ops: threads only contend
         for i, kind in enumerate(config.layer_types):
             if kind == "mla":
                 torch.manual_seed(seed + i)
