@@ -203,7 +203,7 @@ def absorbed_attention(attn: MultiHeadLatentAttention, x: torch.Tensor, latent: 
         raise ValueError(f"the cache holds {s} tokens; it must include the {t} queries at "
                          f"positions {start_pos}.. and start at position >= 0")
     w = absorb_mla(attn) if weights is None else weights
-    h, g = attn.n_heads, attn.n_kv_groups
+    g = attn.n_kv_groups
     q_latent_in = attn.q_norm(attn.wq_a(x))  # (b, t, q_lora_rank)
     q_pe = einsum(q_latent_in, w.w_q_pe, "b t q, h p q -> b t h p")  # (b, t, h, p)
     q_lat = einsum(q_latent_in, w.w_q_latent, "b t q, h r q -> b t h r")  # (b, t, h, r)

@@ -55,7 +55,8 @@ class Claim:
 
     def __post_init__(self) -> None:
         if self.unit not in _UNITS:
-            raise ValueError(f"claim {self.id}: unknown unit {self.unit!r}; use one of {list(_UNITS)}")
+            raise ValueError(f"claim {self.id}: unknown unit {self.unit!r}; "
+                             f"use one of {list(_UNITS)}")
 
 
 @dataclass(frozen=True)
@@ -358,7 +359,8 @@ def _train_flops_per_token() -> float:
 
 
 def _launches_per_layer() -> int:
-    return 2 * _prod().training.seq_len  # one update + one read per step, batch and heads vectorised
+    # one update and one read per step; the loop is vectorised over batch and heads
+    return 2 * _prod().training.seq_len
 
 
 _M = 10e-6  # the document's 10 µs per kernel launch
@@ -535,7 +537,8 @@ CLAIMS: list[Claim] = [
           "2 routed + 1 shared expert + router", versus="same section: 2 × 6.19M + 6.19M = 18.57M"),
     Claim("moe-stored-layer", "12.2.4", "one MoE layer: 1,170.4M stored parameters", 1170.4e6,
           lambda: _moe_layer("stored"), "M",
-          "16 routed + 1 shared expert + router", versus="same section: 16 × 6.19M + 6.19M = 105.2M"),
+          "16 routed + 1 shared expert + router",
+          versus="same section: 16 × 6.19M + 6.19M = 105.2M"),
     Claim("moe-active-8", "12.2.4", "8 MoE layers: 148.6M active", 148.6e6,
           lambda: _p("moe_routed", "active") + _p("moe_shared") + _p("moe_router"), "M"),
     Claim("moe-stored-8", "12.2.4", "8 MoE layers: 841.6M stored", 841.6e6,
@@ -642,6 +645,6 @@ CLAIMS: list[Claim] = [
 
 def _layout(positions: tuple[int, ...]) -> str:
     p = list(positions)
-    if len(p) > 3 and len({b - a for a, b in zip(p, p[1:])}) == 1:
+    if len(p) > 3 and len({b - a for a, b in zip(p, p[1:], strict=False)}) == 1:
         return f"{p[0]}, {p[1]}, ..., {p[-1]}"
     return ", ".join(map(str, p))

@@ -122,7 +122,7 @@ def residual_rms(config: ModelConfig, T: int = 32, B: int = 1,
                     torch.manual_seed(seed + i)  # same weights; "identity" adds a norm
                     blocks[mode] = GatedDeltaNetBlock(replace(config, gdn_residual=mode), i,
                                                       use_rope=i not in nope)
-            for (mode, init), xs in streams.items():
+            for (mode, _init), xs in streams.items():
                 xs.append(blocks[mode](xs[-1]))  # (b, t, dim)
             del blocks  # free this layer before building the next
     return {key: tuple(x.pow(2).mean().sqrt().item() for x in xs) for key, xs in streams.items()}
