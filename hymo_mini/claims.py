@@ -392,16 +392,17 @@ CLAIMS: list[Claim] = [
           "25% (the MLA layers' share) only as T grows"),
     Claim("mla-positions", "1.2.1", "MLA layers at {0, 4, ..., 28}", "0, 4, ..., 28",
           lambda: _layout(_m().mla_positions), "",
-          "the text says it five times; config.mla_offset = 3 gives the figure's layout",
+          "reading: the text's layout, stated five times with a rationale and a per-layer RoPE "
+          "table; config.mla_offset = 3 gives the figure's",
           versus="the closing figure draws MLA at L03, L07, ..., L31"),
     Claim("gdn-params-2.5M", "1.3.1", "a GDN layer has ~2.5M parameters", 2.5e6,
           lambda: _p("gdn") / len(_m().gdn_positions), "M",
-          "counted from the modules; section 12.2.2 lists the same 8.07M",
+          "reading: the modules (section 5's block), whose tensors 12.2.2 lists correctly",
           versus="12.2.2: ~8.07M per GDN block"),
     Claim("mla-params-5.8M", "1.3.1", "an MLA layer has ~5.8M parameters", 5.8e6,
           lambda: _p("mla") / len(_m().mla_positions), "M",
-          "the attention of section 4 (wq_a, wq_b, wkv_a, wkv_b, wo, norms, scales); 12.2.3's "
-          "list describes matrices this attention does not have",
+          "reading: the attention of section 4 (wq_a, wq_b, wkv_a, wkv_b, wo, norms, scales); "
+          "12.2.3's list describes matrices it does not have",
           versus="12.2.3 list: ~1.23M; 12.3 table: 22.2M / 8 = 2.78M"),
     Claim("tied-saves", "1.5", "weight tying saves 57.6M parameters", 57.6e6,
           lambda: _m().vocab_size * _m().dim, "M"),
@@ -471,13 +472,16 @@ CLAIMS: list[Claim] = [
     Claim("decay-head39", "5.3.2", "head 39: A = −39", -39.0, lambda: _decay(39), "",
           approx=0.0),
     Claim("A_log-shape", "5.2.1", "A ∈ R^S; A_log initialised as log(arange(1, H+1))",
-          "(40, 32)", lambda: str(tuple(_gdn_block()[0].A_log.shape)), "",
-          "per head and state dimension, as the parameter count says; every column starts at "
-          "log(h + 1)", versus="12.2.2: A_log is 40 × 32"),
+          "(32,) / (40,)", lambda: str(tuple(_gdn_block()[0].A_log.shape)), "",
+          "reading: per head and state dimension, as the parameter count says (a per-head "
+          "vector is its special case); every column starts at log(h + 1)",
+          versus="12.2.2: A_log is 40 × 32"),
     Claim("decay-gate", "5.2.1", "the decay gate g_t = sigmoid(dt_proj(...))", "dt_proj",
           _decay_gate_source, "",
-          "perturbing each projection shows which one moves g; g_proj's mean is the output "
-          "gate", versus="5.4.3: g = mean over D of sigmoid(g_proj(v))"),
+          "reading: g = sigmoid(dt_proj(u) + dt_bias), found by perturbing each projection; "
+          "g_proj's mean is the output gate, so every projection gets a gradient (with g_proj "
+          "for both, dt_proj and dt_bias would be dead)",
+          versus="5.4.3: g = mean over D of sigmoid(g_proj(v))"),
     Claim("state-500x", "5.3.3", "GDN state 1,024 per head: ~500× smaller than 4096 × 128",
           500, lambda: 4096 * _m().head_dim / (_m().gdn_d_state * _m().gdn_headdim), "×",
           "512×", tol=0.03),
@@ -513,13 +517,16 @@ CLAIMS: list[Claim] = [
     Claim("theta-2", "7.2.3", "θ_2 = 1/10000^1.0 = 0.0001", 1e-4, lambda: _theta(2), ""),
     Claim("theta-slowest", "7.2.3", "θ_0 = 1 is the slowest rotation", "k=0", _slowest_pair, "",
           "θ_0 = 1 rad/token is the fastest pair; k=15 turns slowest"),
-    Claim("rope-gdn", "7.6", "GDN rotates its value v (all 32 dims)", "b, c",
+    Claim("rope-gdn", "7.6", "GDN rotates its value v (all 32 dims)", "v",
           _rotated_gdn_vectors, "",
-          "only vectors that meet in a dot product give relative positions (chapter 07)",
+          "reading: b and c (found by shifting positions); only vectors that meet in a dot "
+          "product give relative positions, rotating v writes absolute angles into the output "
+          "(chapter 07)",
           versus="appendix: RoPE on the GDN keys b and c"),
     Claim("nope-positions", "3.3", "NoPE GDN layers {3, 7, ..., 27}", "3, 7, ..., 27",
           _nope_positions, "",
-          "those layers sit immediately before each MLA layer (after layer 0 would be 1, 5, ...)",
+          "reading: the list; those layers sit immediately before each MLA layer (after would "
+          "be 1, 5, ..., 29)",
           versus="appendix: 'the GDN layer immediately after each MLA layer'"),
     # section 8
     Claim("expert", "8.5", "one SwiGLU expert: 896 × 2304 × 3 = 6.19M", 6.19e6,
@@ -529,15 +536,17 @@ CLAIMS: list[Claim] = [
     Claim("bf16-tie", "8.7", "0.1234567 and 0.1234570: equal in BF16, distinct in FP32",
           "bf16 equal, fp32 distinct", _bf16_tie),
     Claim("router-fp32", "8.7", "the FP32 upcast keeps routing decisions precise",
-          "float32 probs and top-k for bf16 input", _router_dtype, "",
-          "hymo_mini keeps logits, probabilities and top-k in fp32",
+          "fp32 routing", _router_dtype, "",
+          "reading: the text; hymo_mini keeps logits, probabilities and top-k in fp32",
           versus="the same section's code returns logits.to(x.dtype), i.e. bf16 again"),
     Claim("moe-active-layer", "12.2.4", "one MoE layer: 132.1M active parameters", 132.1e6,
           lambda: _moe_layer("active"), "M",
-          "2 routed + 1 shared expert + router", versus="same section: 2 × 6.19M + 6.19M = 18.57M"),
+          "reading: the section's own arithmetic, which is right (2 routed + 1 shared expert, "
+          "plus the 14,336-weight router it leaves out)",
+          versus="same section: 2 × 6.19M + 6.19M = 18.57M"),
     Claim("moe-stored-layer", "12.2.4", "one MoE layer: 1,170.4M stored parameters", 1170.4e6,
           lambda: _moe_layer("stored"), "M",
-          "16 routed + 1 shared expert + router",
+          "reading: the section's own arithmetic (16 routed + 1 shared expert, plus the router)",
           versus="same section: 16 × 6.19M + 6.19M = 105.2M"),
     Claim("moe-active-8", "12.2.4", "8 MoE layers: 148.6M active", 148.6e6,
           lambda: _p("moe_routed", "active") + _p("moe_shared") + _p("moe_router"), "M"),
@@ -619,13 +628,15 @@ CLAIMS: list[Claim] = [
           lambda: 2 * _active(), "G",
           "two FLOPs per active weight; attention's token mixing comes on top"),
     Claim("flops-1.5G", "12.4.1", "each token uses 1.5 GFLOPs", 1.5e9,
-          lambda: _flops()["total"], "G", "forward at T=4096 with the MTP depths (chapter 11)",
-          versus="two lines earlier: 0.87 GFLOPs"),
+          lambda: _flops()["total"], "G",
+          "neither: the forward at T=4096 costs 0.98 G, 1.24 G with the MTP depths (chapter 11); "
+          "0.87 G counts the weight multiplies only", versus="two lines earlier: 0.87 GFLOPs"),
     Claim("scale-7.44B", "12.4.2", "1.5B active would need 3B × 2.6 = 7.44B stored", 7.44e9,
           lambda: 1.5e9 * _stored() / _active(), "B",
           "1.5B × 2.60 = 3.9B; (3B × 2.60 is 7.81B, not 7.44B)"),
     Claim("model-750M", "12.5", "the model has ~750M (active) parameters (hymo_750m)", 750e6,
-          _active, "M", "no count gives 750M; 12.5 adds a dense FFN the GDN blocks do not have",
+          _active, "M", "reading: the count; no count gives 750M (12.5 reaches for it by adding "
+          "a dense FFN the GDN blocks do not have)",
           versus="12.3: ~434M active"),
     # appendix
     Claim("gqa-cache", "appendix", "GQA cache per token = MHA / n_heads / n_kv_groups", 64,
