@@ -358,7 +358,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="schedule length")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--seq-len", type=int, default=None)
-    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--optimizer", choices=["adamw", "muon"], default="muon",
+                   help="muon (the document's choice, default): Muon on the MLA and GDN "
+                        "matrices, AdamW on the rest; adamw: AdamW on everything")
+    p.add_argument("--normuon", action="store_true",
+                   help="with --optimizer muon: NorMuon's per-neuron update normalisation")
+    p.add_argument("--lr", type=float, default=None, help="AdamW learning rate")
+    p.add_argument("--muon-lr", type=float, default=None, help="Muon learning rate")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -372,8 +378,10 @@ def _apply_overrides(config: HyMoConfig, args) -> HyMoConfig:
                                   ("seq_len", args.seq_len)) if v is not None}
     if training:
         config = replace(config, training=replace(config.training, **training))
-    if args.lr is not None:
-        config = replace(config, optimizer=replace(config.optimizer, lr=args.lr))
+    optimizer = {"name": args.optimizer, "normuon": args.normuon or config.optimizer.normuon}
+    optimizer.update({k: v for k, v in (("lr", args.lr), ("muon_lr", args.muon_lr))
+                      if v is not None})
+    config = replace(config, optimizer=replace(config.optimizer, **optimizer))
     if args.seed is not None:
         config = replace(config, run=replace(config.run, seed=args.seed))
     return config

@@ -232,6 +232,33 @@ def test_cli_trains_and_resumes(tmp_path, capsys):
     assert "pass --resume" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_cli_optimizer_choice_resumes_with_its_state(tmp_path, optimizer):
+    config_path = tmp_path / "tiny.yaml"
+    dump_config(tiny_config(max_steps=4, log_every=1), config_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "m.py").write_text("x = [i * i for i in range(10)]\n" * 80)
+    out = tmp_path / "run"
+    args = ["--config", str(config_path), "--data", str(data), "--out", str(out),
+            "--no-progress", "--threads", "1", "--optimizer", optimizer]
+    assert train_module.main(args + ["--steps", "2"]) == 0
+    saved = torch.load(out / "checkpoint.pt", weights_only=False)
+    assert saved["config"]["optimizer"]["name"] == optimizer
+    kinds = {g.get("optimizer", "adamw") for g in saved["optimizer"]["param_groups"]}
+    assert ("muon" in kinds) == (optimizer == "muon")
+    assert train_module.main(args + ["--resume"]) == 0
+    other = "adamw" if optimizer == "muon" else "muon"  # the other optimizer cannot resume it
+    assert train_module.main(args[:-1] + [other, "--resume"]) == 2
+
+
+def test_cli_default_optimizer_is_the_documented_muon():
+    args = train_module._parser().parse_args([])
+    config = train_module._apply_overrides(load_config("hymo_mini"), args)
+    assert config.optimizer.name == "muon"
+    assert load_config("hymo_750m").optimizer.name == "muon"
+
+
 def test_checkpoint_at_every_evaluation(corpus, tmp_path):
     cfg = tiny_config(max_steps=8, eval_every=4)
     train(cfg, corpus, steps=6, out_dir=tmp_path, progress=False)  # evaluations at 4 and 6
