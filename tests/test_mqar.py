@@ -219,3 +219,8 @@ def test_plots_and_table():
     table = train_plots.mqar_table(fake_result())
     assert "GDN (gla)" in table and "0.50" in table
     assert isinstance(train_plots.state_capacity_figure(max_pairs=8, trials=4), Figure)
+    other = fake_result()
+    del other["variants"]["MLA"]
+    text = train_plots.mqar_runs_table({"run a": fake_result(), "run b": other}, 4, 64)
+    assert text.splitlines()[2].split() == ["GDN", "(gla)", "0.25", "0.25"]
+    assert text.splitlines()[3].split() == ["MLA", "0.25", "-"]

@@ -22,6 +22,7 @@ __all__ = [
     "lr_schedule",
     "mqar_figure",
     "mqar_table",
+    "mqar_runs_table",
     "state_capacity_figure",
     "FIGURES",
 ]
@@ -176,6 +177,25 @@ def mqar_table(result: dict) -> str:
         accs = {(n, t): a for n, t, a in v["accuracy"]}
         lines.append(f"{name:<{width}}{v['parameters'] / 1e3:5.0f}K "
                      + " ".join(f"{accs[c]:>8.2f}" for c in cols))
+    return "\n".join(lines)
+
+
+def mqar_runs_table(runs: dict[str, dict], n_pairs: int, seq_len: int) -> str:
+    """One accuracy (at ``n_pairs`` pairs in ``seq_len`` tokens) per model and run: how
+    much a result moves between seeds and budgets. Runs lacking a model show '-'."""
+    names = list(dict.fromkeys(n for r in runs.values() for n in r["variants"]))
+    width = max(len(n) for n in names) + 2
+    cols = max(len(label) for label in runs) + 2
+    lines = [f"accuracy at N = {n_pairs}, T = {seq_len}",
+             " " * width + "".join(f"{label:>{cols}}" for label in runs)]
+    for name in names:
+        cells = []
+        for r in runs.values():
+            v = r["variants"].get(name)
+            acc = None if v is None else next(
+                (a for n, t, a in v["accuracy"] if n == n_pairs and t == seq_len), None)
+            cells.append(f"{'-' if acc is None else f'{acc:.2f}':>{cols}}")
+        lines.append(f"{name:<{width}}" + "".join(cells))
     return "\n".join(lines)
 
 
