@@ -107,6 +107,12 @@ def forward_cached(model, tokens: torch.Tensor, cache: HyMoCache) -> torch.Tenso
     updates the cache. t = 1 is one decoding step; a longer t is a prefill."""
     from hymo_mini.model import check_tokens
 
+    if model.config.hc_mult > 1:
+        # the per-layer steps below walk the ordinary residual stream; an mHC model's
+        # widened streams would be skipped and its output silently wrong
+        raise NotImplementedError(
+            f"cached decoding is not implemented for mHC models (hc_mult="
+            f"{model.config.hc_mult}); use model(tokens) on the whole sequence instead")
     if len(cache.layers) != len(model.layers):
         raise ValueError(f"the cache has {len(cache.layers)} layers, the model "
                          f"{len(model.layers)}: make it with HyMoCache.empty(model)")

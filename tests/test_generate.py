@@ -170,3 +170,10 @@ def test_generate_errors():
         forward_cached(model, prompt, HyMoCache())
     out = generate(model, torch.zeros(1, 60, dtype=torch.long), 10, temperature=0)
     assert out.shape == (1, 64)  # stops at max_seq_len
+
+
+def test_mhc_models_refuse_cached_decoding():
+    config = replace(load_config("hymo_mini").model, n_layers=2, mla_every=2, hc_mult=2)
+    model = build_hymo(config).eval()
+    with pytest.raises(NotImplementedError, match="hc_mult"):
+        forward_cached(model, torch.zeros(1, 3, dtype=torch.long), HyMoCache.empty(model))
