@@ -17,13 +17,6 @@ def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
     return ((a - ref).double().pow(2).mean().sqrt() / ref.double().pow(2).mean().sqrt()).item()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def model_config(**fields):
     """hymo_mini with 5 layers (MLA at 0 and 4) and MoE capacity = all tokens, so the full

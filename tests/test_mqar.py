@@ -21,14 +21,6 @@ from hymo_mini.mqar import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ---- the task ---------------------------------------------------------------------------
 @pytest.mark.parametrize("n_pairs, seq_len", [(1, 3), (5, 23), (16, 64)])
 def test_batch_structure(n_pairs, seq_len):

@@ -22,16 +22,6 @@ from hymo_mini.optim import (
 MUON_CFG = OptimizerConfig(name="muon", lr=1e-3, muon_lr=0.02, weight_decay=0.1)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These tensors are tiny: with two threads each matmul costs more in hand-offs than
-    in arithmetic (measured 100x slower on the CI machine under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def mini():
     torch.manual_seed(0)

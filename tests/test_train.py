@@ -32,15 +32,6 @@ def tiny_config(**training):
     return replace(cfg, model=model, training=replace(cfg.training, **fields))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small ops: one thread is faster, and two test workers then share two cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     folder = tmp_path_factory.mktemp("text")
