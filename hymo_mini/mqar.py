@@ -44,6 +44,7 @@ __all__ = [
     "mqar_accuracy",
     "run_sweep",
     "state_recall",
+    "context_guess_accuracy",
 ]
 
 IGNORE = -100  # cross-entropy's ignore_index: no loss where there is no query
@@ -240,6 +241,17 @@ def run_sweep(variants: list[str], train_tasks: list[MQARTask], eval_tasks: list
             print(f"{name:20s} loss {results['variants'][name]['final_loss']:.3f}  {accs}  "
                   f"({seconds:.0f} s)", flush=True)
     return results
+
+
+def context_guess_accuracy(n_pairs: int, n_values: int, n_sequences: int = 4096,
+                           seed: int = 0) -> float:
+    """The score of a model that knows which values are in the context but not which key
+    each belongs to: it answers with one of the distinct values present, uniformly. Values
+    are drawn with repeats, so this is above 1/N when N is not small against n_values."""
+    gen = torch.Generator().manual_seed(seed)
+    values = torch.randint(n_values, (n_sequences, n_pairs), generator=gen).sort(-1).values
+    distinct = 1 + (values[:, 1:] != values[:, :-1]).sum(-1)  # (r,) values present
+    return (1.0 / distinct.double()).mean().item()
 
 
 @torch.no_grad()

@@ -3,6 +3,8 @@ gated delta rule the experiment compares against the documented recurrence."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,6 +15,7 @@ from hymo_mini.mqar import (
     IGNORE,
     VARIANTS,
     MQARTask,
+    context_guess_accuracy,
     mqar_accuracy,
     mqar_batch,
     run_sweep,
@@ -195,7 +198,7 @@ def fake_result():
     rows = [[n, 64, 1.0 / n] for n in (2, 4, 8)] + [[4, t, 0.5] for t in (32, 48)]
     variant = {"layer_types": "GGGA", "gdn_rule": "gla", "parameters": 1000,
                "final_loss": 1.0, "loss_curve": [2.0, 1.0], "accuracy": rows, "seconds": 1.0}
-    return {"settings": {"steps": 10, "n_layers": 4},
+    return {"settings": {"steps": 10, "n_layers": 4, "n_values": 16},
             "variants": {"GDN (gla)": variant, "MLA": {**variant, "layer_types": "AAAA"}}}
 
 
@@ -216,3 +219,12 @@ def test_plots_and_table():
     text = train_plots.mqar_runs_table({"run a": fake_result(), "run b": other}, 4, 64)
     assert text.splitlines()[2].split() == ["GDN", "(gla)", "0.25", "0.25"]
     assert text.splitlines()[3].split() == ["MLA", "0.25", "-"]
+
+
+def test_context_guess_accuracy():
+    assert context_guess_accuracy(1, 16) == 1.0
+    assert context_guess_accuracy(4, 10_000) == pytest.approx(0.25, abs=1e-3)  # no repeats
+    # 10 values drawn from 16 repeat often: fewer distinct values, an easier guess
+    assert 0.13 < context_guess_accuracy(10, 16) < 0.16
+    exact = sum(1 / len(set(v)) for v in itertools.product(range(3), repeat=2)) / 9
+    assert context_guess_accuracy(2, 3, n_sequences=200_000) == pytest.approx(exact, abs=5e-3)

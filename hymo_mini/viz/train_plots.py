@@ -145,10 +145,13 @@ def mqar_figure(result: dict, seq_len: int | None = None, n_pairs: int | None = 
                   color=color, label=label)
         ax_t.plot(*_series(result, name, "n_pairs", n_pairs), ls=style, marker=marker,
                   color=color)
+    from hymo_mini.mqar import context_guess_accuracy
+
     ns = sorted({n for n, t, _ in rows if t == seq_len})
-    ax_n.plot(ns, [1 / n for n in ns], ":", color="gray",
-              label="1/N: a random value of the context")
-    ax_t.axhline(1 / n_pairs, ls=":", color="gray")
+    n_values = result["settings"]["n_values"]
+    ax_n.plot(ns, [context_guess_accuracy(n, n_values) for n in ns], ":", color="gray",
+              label="guessing among the values in the context")
+    ax_t.axhline(context_guess_accuracy(n_pairs, n_values), ls=":", color="gray")
     ax_n.set_xlabel("key-value pairs N")
     ax_n.set_title(f"sequence length T = {seq_len}")
     ax_t.set_xlabel("sequence length T (tokens)")
