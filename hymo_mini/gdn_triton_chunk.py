@@ -94,20 +94,26 @@ DOT_PRECISION = "tf32"  # "ieee" for full fp32 products (slower), "tf32x3" in be
 # entries evolve independently, so 4 programs share one (b, h) at S = D = 32).
 CONFIGS = {
     "chunk": 64,  # BC: steps per stored state (128 was slower)
+    "block": 16,  # BT: steps per attention block, a power of two from 16 to BC
+    "state_fwd_mode": "loop",  # "loop": one sequential kernel; "scan": parallel + scan
     "state_fwd": dict(split=16, num_warps=1, num_stages=3),
+    "chunk_delta": dict(num_warps=2, num_stages=1),
+    "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=2, num_stages=2),
     "state_bwd": dict(split=16, num_warps=2, num_stages=3),
     "chunk_bwd": dict(num_warps=2, num_stages=1),
 }
 INTERPRET_CONFIGS = {
     "chunk": 32,
+    "block": 16,
+    "state_fwd_mode": "loop",
     "state_fwd": dict(split=1 << 30, num_warps=1, num_stages=1),
+    "chunk_delta": dict(num_warps=1, num_stages=1),
+    "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
     "state_bwd": dict(split=1 << 30, num_warps=1, num_stages=1),
     "chunk_bwd": dict(num_warps=1, num_stages=1),
 }
-BT = tl.constexpr(16)  # steps per attention block (tl.dot needs 16 at least)
-LOG2_BT = tl.constexpr(4)  # levels of pairs inside a block (see _level)
 
 
 # --------------------------------------------------------------------------------------
@@ -159,7 +165,64 @@ def _state_fwd_kernel(b, v, g, A, h0, hs, ht, T,
 
 
 @triton.jit
-def _gate_sums(b_g, o_i):
+def _chunk_delta_kernel(b, v, g, A, hs, decay, T,
+                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                        BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
+    """What one chunk of one (b, h) adds to the state, on its own: ΔH_k = Σ_s (b_s ⊙
+    exp((L_end - L_s) A)) ⊗ v_s into hs[k], and its decay exp(L_end A) into decay[k]."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BC)
+    o_c, o_s, o_d = tl.arange(0, BC), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    o_t = i_c * BC + o_c
+    m_t = o_t < T  # padding steps: g = 0 (no decay), b = 0 (no write)
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
+    b_L = tl.cumsum(b_g, axis=0)  # [BC] gate summed from the chunk start
+    b_Lend = tl.sum(tl.where(o_c == BC - 1, b_L, 0.0), axis=0)
+    b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
+    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
+    b_b = b_b * tl.exp((b_Lend - b_L)[:, None] * b_A[None, :])  # decayed to the chunk end
+    b_dh = tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
+    i_k = i_bh.to(tl.int64) * NC + i_c
+    tl.store(hs + i_k * S * D + o_s[:, None] * D + o_d[None, :], b_dh,
+             mask=m_s[:, None] & m_d[None, :])
+    tl.store(decay + i_k * S + o_s, tl.exp(b_Lend * b_A), mask=m_s)
+
+
+@triton.jit
+def _state_scan_kernel(hs, decay, h0, ht, T,
+                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                       BS: tl.constexpr, BD: tl.constexpr, NS: tl.constexpr, ND: tl.constexpr,
+                       USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
+                       NUM_STAGES: tl.constexpr):
+    """A (BS, BD) block of the state of one (b, h): H_{k+1} = decay_k ⊙ H_k + ΔH_k, in
+    place: hs[k] holds ΔH_k on entry and H_k, the state chunk k starts with, on exit."""
+    i_bh, i_sd = tl.program_id(0) // (NS * ND), tl.program_id(0) % (NS * ND)
+    i_s, i_d = i_sd // ND, i_sd % ND
+    NC = tl.cdiv(T, BC)
+    o_s, o_d = i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
+    o_state = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_h = tl.zeros([BS, BD], dtype=tl.float32)
+    if USE_H0:
+        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_state, mask=m_h, other=0.0)
+    p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_state
+    p_decay = decay + i_bh.to(tl.int64) * NC * S + o_s
+    for i_c in tl.range(0, NC, num_stages=NUM_STAGES):
+        b_dh = tl.load(p_hs + i_c * S * D, mask=m_h, other=0.0)  # [BS, BD] ΔH_k
+        b_e = tl.load(p_decay + i_c * S, mask=m_s, other=0.0)  # [BS]
+        tl.store(p_hs + i_c * S * D, b_h, mask=m_h)
+        b_h = b_h * b_e[:, None] + b_dh
+    if STORE_HT:
+        tl.store(ht + i_bh.to(tl.int64) * S * D + o_state, b_h, mask=m_h)
+
+
+@triton.jit
+def _gate_sums(b_g, o_i, BT: tl.constexpr):
     """Gate summed from the block start, l [BT], and over the whole block, l_end."""
     b_l = tl.cumsum(b_g, axis=0)  # [BT]
     return b_l, tl.sum(tl.where(o_i == BT - 1, b_l, 0.0), axis=0)
@@ -186,7 +249,8 @@ def _level(b_l, o_i, k: tl.constexpr):
 
 
 @triton.jit
-def _intra(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr, PRECISION: tl.constexpr):
+def _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT: tl.constexpr, GRAD: tl.constexpr,
+           PRECISION: tl.constexpr):
     """The block's decay-weighted attention W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t,
     level by level (see _level): W = diag(c · b) + Σ_k mask_k ⊙ (c ⊙ X_k)(b ⊙ X_k)^T with
     X_k = exp(gap_k A) ≤ 1, four tl.dot calls and 4·BT·BS exponentials, where the direct
@@ -211,13 +275,15 @@ def _intra(b_c, b_b, b_M, b_l, b_A, o_i, GRAD: tl.constexpr, PRECISION: tl.const
 
 
 @triton.jit
-def _output_fwd_kernel(v, b, c, g, A, hs, o, T,
+def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                       BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
-    """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip."""
+                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
+                       LOG2_BT: tl.constexpr, STORE_HB: tl.constexpr, PRECISION: tl.constexpr):
+    """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip.
+    If STORE_HB (autograd will need it), also the state each block starts with."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
-    NC = tl.cdiv(T, BC)
+    NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
@@ -225,17 +291,21 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, T,
     b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] fp32
     row0 = i_b.to(tl.int64) * T * H + i_h
     for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
+        if STORE_HB:
+            i_blk = i_c * (BC // BT) + i_t
+            p_hb = hb + (i_bh.to(tl.int64) * NB + i_blk) * S * D
+            tl.store(p_hb + o_s[:, None] * D + o_d[None, :], b_h, mask=m_s[:, None] & m_d[None, :])
         o_t = i_c * BC + i_t * BT + o_i
         m_t = o_t < T
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend = _gate_sums(b_g, o_i)
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         # read the state the block starts with, then the block itself
         b_cH = b_c * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
         b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, False, PRECISION)  # [BT, BT]
+        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
         b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
         tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
@@ -285,44 +355,34 @@ def _state_bwd_kernel(c, g, A, do, dht, dhs, dh0, T,
 
 
 @triton.jit
-def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
+def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                      BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
+                      BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
+                      LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
     """dv, db, dc, dg and Σ g dlog for one chunk of one (b, h): its blocks right to left."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
-    NC = tl.cdiv(T, BC)
-    o_c, o_i, o_s, o_d = tl.arange(0, BC), tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]
+    o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
-    o_state = (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
-    b_h0 = tl.load(hs + o_state, mask=m_h, other=0.0)  # [BS, BD] state at the chunk start
-    b_dh = tl.load(dhs + o_state, mask=m_h, other=0.0)  # [BS, BD] gradient at its end
+    b_dh = tl.load(dhs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
+                   other=0.0)  # [BS, BD] the gradient at the chunk's end
     row0 = i_b.to(tl.int64) * T * H + i_h
-    # the whole chunk's b, v and gate sums, to rebuild the state at each block's start
-    o_tc = i_c * BC + o_c
-    m_tc = o_tc < T
-    b_gc = tl.load(g + row0 + o_tc * H, mask=m_tc, other=0.0).to(tl.float32)  # [BC]
-    b_Lc = tl.cumsum(b_gc, axis=0)  # [BC]
-    b_bc = _rows(b, row0, o_tc, m_tc, o_s, m_s, S, H)  # [BC, BS]
-    b_vc = _rows(v, row0, o_tc, m_tc, o_d, m_d, D, H)  # [BC, BD]
     b_dA = tl.zeros([BS], dtype=tl.float32)
     NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)
     for k in range(0, NT):
         i_t = NT - 1 - k
-        # H: the state at the block start = chunk state + the chunk's steps before the block
-        m_pre = o_c < i_t * BT  # [BC]
-        b_Lr = tl.sum(tl.where(m_pre, b_gc, 0.0), axis=0)  # gate sum up to the block start
-        b_gap = tl.where(m_pre, b_Lr - b_Lc, 0.0)  # [BC] ≥ 0
-        b_bpre = tl.where(m_pre[:, None], b_bc * tl.exp(b_gap[:, None] * b_A[None, :]), 0.0)
-        b_h = b_h0 * tl.exp(b_Lr * b_A)[:, None]
-        b_h += tl.dot(tl.trans(b_bpre), b_vc, input_precision=PRECISION)  # [BS, BD]
+        # H: the state at the block start, stored by the forward
+        p_hb = hb + (i_bh.to(tl.int64) * NB + i_c * (BC // BT) + i_t) * S * D
+        b_h = tl.load(p_hb + o_sd, mask=m_h, other=0.0)  # [BS, BD]
         # the block
         o_t = i_c * BC + i_t * BT + o_i
         m_t = o_t < T
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend = _gate_sums(b_g, o_i)
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
@@ -333,7 +393,7 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T,
         b_M = tl.dot(b_do, tl.trans(b_v), input_precision=PRECISION)  # [BT, BT] do_t·v_s
         b_Mdiag = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_M, 0.0), axis=1)  # [BT]
         b_M = tl.where(o_i[:, None] > o_i[None, :], b_M, 0.0)  # pairs s < t
-        b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, True, PRECISION)
+        b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT, True, PRECISION)
         b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
         b_dv += tl.dot(b_b * b_eb, b_dh, input_precision=PRECISION)
         b_dch = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
@@ -378,7 +438,7 @@ def _split(S: int, D: int, split: int):
     return BS, BD, triton.cdiv(S, BS), triton.cdiv(D, BD)
 
 
-def _forward(v, b, c, g, A, h0, output_final_state):
+def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
     B, T, H, D = v.shape
     S = b.shape[-1]
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
@@ -386,26 +446,49 @@ def _forward(v, b, c, g, A, h0, output_final_state):
     BS, BD, NS, ND = _split(S, D, cfg["split"])
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    _state_fwd_kernel[(B * H * NS * ND,)](
-        b, v, g, A, h0, hs, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
-        USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
-        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"])
+    if _config("state_fwd_mode") == "loop":  # one sequential kernel
+        _state_fwd_kernel[(B * H * NS * ND,)](
+            b, v, g, A, h0, hs, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
+            USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
+            PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"])
+    else:  # "scan": every chunk's ΔH in parallel, then a light sequential scan
+        decay = v.new_empty(B * H, NC, S, dtype=torch.float32)
+        BS, BD = _blocks(S, D)
+        cfg = _config("chunk_delta")
+        _chunk_delta_kernel[(NC, B * H)](
+            b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
+            PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        cfg = _config("state_scan")
+        BS = min(triton.next_power_of_2(S), cfg["split"])
+        BD = min(triton.next_power_of_2(D), cfg["split"])
+        NS, ND = triton.cdiv(S, BS), triton.cdiv(D, BD)
+        _state_scan_kernel[(B * H * NS * ND,)](
+            hs, decay, h0, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
+            USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
+            num_warps=cfg["num_warps"])
     cfg = _config("output_fwd")
     BS, BD = _blocks(S, D)
+    BT = _config("block")
     o = torch.empty_like(v)
+    # the backward needs the state at each block's start: the chunk states if a block is a
+    # chunk, else the forward stores them (B·H·⌈T/BT⌉·S·D fp32)
+    store_hb = store_hb and BT < BC
+    hb = (v.new_empty(B * H, triton.cdiv(T, BT), S, D, dtype=torch.float32) if store_hb
+          else hs)
     _output_fwd_kernel[(NC, B * H)](
-        v, b, c, g, A, hs, o, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, PRECISION=DOT_PRECISION,
+        v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
+        LOG2_BT=BT.bit_length() - 1, STORE_HB=store_hb, PRECISION=DOT_PRECISION,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    return o, hs, ht
+    return o, hb, ht
 
 
-def _backward(v, b, c, g, A, h0, hs, do, dht):
+def _backward(v, b, c, g, A, h0, hb, do, dht):
     B, T, H, D = v.shape
     S = b.shape[-1]
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     cfg = _config("state_bwd")
     BS, BD, NS, ND = _split(S, D, cfg["split"])
-    dhs = torch.empty_like(hs)
+    dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if h0 is not None else None
     _state_bwd_kernel[(B * H * NS * ND,)](
         c, g, A, do, dht, dhs, dh0, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
@@ -416,7 +499,8 @@ def _backward(v, b, c, g, A, h0, hs, do, dht):
     dv, db, dc, dg = (torch.empty_like(t) for t in (v, b, c, g))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
     _chunk_bwd_kernel[(NC, B * H)](
-        v, b, c, g, A, do, hs, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
+        v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
+        BT=_config("block"), LOG2_BT=_config("block").bit_length() - 1,
         PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     dA = dA.view(B, H, NC, S).sum(dim=(0, 2))  # (H, S)
     return dv, db, dc, dg, dA, dh0
@@ -429,17 +513,17 @@ class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
     def forward(ctx, v, b, c, g, A, initial_state, output_final_state):
         v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
-        o, hs, ht = _forward(v, b, c, g, A, h0, output_final_state)
-        ctx.save_for_backward(v, b, c, g, A, h0, hs)
+        o, hb, ht = _forward(v, b, c, g, A, h0, output_final_state, any(ctx.needs_input_grad))
+        ctx.save_for_backward(v, b, c, g, A, h0, hb)
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
         return o, ht
 
     @staticmethod
     def backward(ctx, do, dht):
-        v, b, c, g, A, h0, hs = ctx.saved_tensors
+        v, b, c, g, A, h0, hb = ctx.saved_tensors
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None
-        dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hs, do, dht)
+        dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, do, dht)
         if dh0 is not None:
             dh0 = dh0.to(ctx.h0_dtype)
         return dv, db, dc, dg, dA.to(A.dtype), dh0, None

@@ -47,11 +47,25 @@ def test_kernel_matches_reference(case):
 
 
 @pytest.mark.triton
-def test_gpu_blocking_under_the_interpreter(monkeypatch):
-    """The GPU configuration: chunks of 64 (four 16-step blocks, a ragged last chunk) and
-    the state kernels split into 16 x 16 blocks of (S, D) = (32, 20): masked tails."""
-    monkeypatch.setattr(gtc, "INTERPRET_CONFIGS", gtc.CONFIGS)
-    check(1, 70, 2, 32, 20, torch.float32, 1.0, True, True)
+@pytest.mark.parametrize("block", [16, 32, 64])
+def test_gpu_blocking_under_the_interpreter(monkeypatch, block):
+    """The GPU configuration: chunks of 64 (blocks of 16, 32 or 64 steps, a ragged last
+    chunk) and the state kernels split into 16 x 16 blocks of (S, D) = (32, 20): masked
+    tails. With 64-step blocks the backward reads the chunk states; otherwise the forward
+    stores each block's."""
+    monkeypatch.setattr(gtc, "INTERPRET_CONFIGS", dict(gtc.CONFIGS, block=block))
+    check(1, 70, 2, 32, 20, torch.float32, 10.0 if block == 64 else 1.0, True, True)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("split", [8, 1 << 30])
+def test_parallel_state_scan(monkeypatch, split):
+    """The forward's chunk states by the parallel ΔH kernel and the scan (whole state or
+    8 x 8 blocks of it, S = 12: masked) instead of the sequential kernel."""
+    monkeypatch.setattr(gtc, "INTERPRET_CONFIGS", dict(
+        gtc.INTERPRET_CONFIGS, state_fwd_mode="scan",
+        state_scan=dict(split=split, num_warps=1, num_stages=1)))
+    check(2, 45, 2, 12, 20, torch.float32, 1.0, True, True)
 
 
 @pytest.mark.triton
