@@ -21,6 +21,7 @@ from hymo_mini.gdn_triton_chunk import triton_chunk_gated_delta_rule
 # The gate gradients dg, dA sum many cancelling terms, so they get 5x more room.
 FP32_TOL = 5e-3 if DEVICE == "cuda" else 2e-5
 LOW_TOL = 1e-2  # bf16 / fp16 inputs and outputs
+ACTIVE = "INTERPRET_CONFIGS" if gtc.INTERPRET else "CONFIGS"  # the launch settings in use
 
 
 def check(B, T, H, S, D, dtype, decay_scale, with_h0, output_final_state):
@@ -53,7 +54,7 @@ def test_gpu_blocking_under_the_interpreter(monkeypatch, block):
     chunk) and the state kernels split into 16 x 16 blocks of (S, D) = (32, 20): masked
     tails. With 64-step blocks the backward reads the chunk states; otherwise the forward
     stores each block's."""
-    monkeypatch.setattr(gtc, "INTERPRET_CONFIGS", dict(gtc.CONFIGS, block=block))
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=block))
     check(1, 70, 2, 32, 20, torch.float32, 10.0 if block == 64 else 1.0, True, True)
 
 
@@ -62,8 +63,8 @@ def test_gpu_blocking_under_the_interpreter(monkeypatch, block):
 def test_parallel_state_scan(monkeypatch, split):
     """The forward's chunk states by the parallel ΔH kernel and the scan (whole state or
     8 x 8 blocks of it, S = 12: masked) instead of the sequential kernel."""
-    monkeypatch.setattr(gtc, "INTERPRET_CONFIGS", dict(
-        gtc.INTERPRET_CONFIGS, state_fwd_mode="scan",
+    monkeypatch.setattr(gtc, ACTIVE, dict(
+        getattr(gtc, ACTIVE), state_fwd_mode="scan",
         state_scan=dict(split=split, num_warps=1, num_stages=1)))
     check(2, 45, 2, 12, 20, torch.float32, 1.0, True, True)
 
