@@ -341,7 +341,8 @@ def environment(device):
                                 capture_output=True).stdout.strip()
     except OSError:
         commit = ""
-    env["git_commit"] = commit if len(commit) == 40 else None  # the device copy has no .git
+    # the device copy has no .git: the caller may pass the commit it sent
+    env["git_commit"] = commit if len(commit) == 40 else os.environ.get("HYMO_GIT_COMMIT")
     return env
 
 

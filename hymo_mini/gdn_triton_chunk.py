@@ -84,25 +84,31 @@ import triton.language as tl
 from hymo_mini.gdn import check_gdn_inputs
 
 __all__ = ["triton_chunk_gated_delta_rule", "ChunkGatedDeltaRuleFunction", "CONFIGS",
-           "INTERPRET", "DOT_PRECISION"]
+           "BLOCKS", "INTERPRET", "DOT_PRECISION"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DOT_PRECISION = "tf32"  # "ieee" for full fp32 products (slower), "tf32x3" in between
 
-# Launch parameters per kernel, from a sweep on an H200 at B=4, T=4096, H=40, S=D=32 fp32.
+# Launch parameters per kernel, from one sweep on an H200 at B=4, T=4096, H=40, S=D=32 fp32
+# (benchmarks/gdn_chunk_profile.py --sweep; 2026-11-30; differences under ~5% were noise).
 # "split": the (split x split) block of the state a sequential program owns (its (n, d)
 # entries evolve independently, so 4 programs share one (b, h) at S = D = 32).
+# "block" 16 was the fastest (forward + backward 1.76-1.88 ms; 32: 2.6 ms; 64: 3.5 ms).
+# 64 is not offered: with TF32 products its gate gradient at strong decay missed the test
+# tolerance on the H200 (the in-block prefix sums of dlog cancel more terms in longer
+# blocks); 32 passes.
 CONFIGS = {
     "chunk": 64,  # BC: steps per stored state (128 was slower)
-    "block": 16,  # BT: steps per attention block, a power of two from 16 to BC
-    "state_fwd_mode": "loop",  # "loop": one sequential kernel; "scan": parallel + scan
-    "state_fwd": dict(split=16, num_warps=1, num_stages=3),
-    "chunk_delta": dict(num_warps=2, num_stages=1),
+    "block": 16,  # BT: steps per attention block: 16 or 32
+    "state_fwd_mode": "scan",  # "loop": one sequential kernel; "scan": parallel + scan
+    "state_fwd": dict(split=16, num_warps=1, num_stages=4),
+    "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
-    "output_fwd": dict(num_warps=2, num_stages=2),
-    "state_bwd": dict(split=16, num_warps=2, num_stages=3),
-    "chunk_bwd": dict(num_warps=2, num_stages=1),
+    "output_fwd": dict(num_warps=1, num_stages=1),
+    "state_bwd": dict(split=16, num_warps=1, num_stages=3),
+    "chunk_bwd": dict(num_warps=1, num_stages=1),
 }
+BLOCKS = (16, 32)
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
@@ -469,6 +475,9 @@ def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
     cfg = _config("output_fwd")
     BS, BD = _blocks(S, D)
     BT = _config("block")
+    if BT not in BLOCKS or BT > BC:
+        raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
+                         f"({BC}), got {BT}")
     o = torch.empty_like(v)
     # the backward needs the state at each block's start: the chunk states if a block is a
     # chunk, else the forward stores them (B·H·⌈T/BT⌉·S·D fp32)

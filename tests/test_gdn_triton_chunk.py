@@ -48,14 +48,20 @@ def test_kernel_matches_reference(case):
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("block", [16, 32, 64])
+@pytest.mark.parametrize("block", gtc.BLOCKS)
 def test_gpu_blocking_under_the_interpreter(monkeypatch, block):
-    """The GPU configuration: chunks of 64 (blocks of 16, 32 or 64 steps, a ragged last
-    chunk) and the state kernels split into 16 x 16 blocks of (S, D) = (32, 20): masked
-    tails. With 64-step blocks the backward reads the chunk states; otherwise the forward
-    stores each block's."""
+    """The GPU configuration: chunks of 64 (blocks of 16 or 32 steps, a ragged last chunk)
+    and the state kernels split into 16 x 16 blocks of (S, D) = (32, 20): masked tails;
+    strong decay."""
     monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=block))
-    check(1, 70, 2, 32, 20, torch.float32, 10.0 if block == 64 else 1.0, True, True)
+    check(1, 70, 2, 32, 20, torch.float32, 10.0, True, True)
+
+
+def test_block_size_checked(monkeypatch):
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), block=64))
+    leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
+    with pytest.raises(ValueError, match="block"):
+        triton_chunk_gated_delta_rule(*leaves[:4], -torch.exp(leaves[4]))
 
 
 @pytest.mark.triton
