@@ -244,10 +244,13 @@ def bench_shape(shape, dtype_name, backends, args, device):
     return entry
 
 
-def sweep(backends, args, device):
+def sweep(backends, args, device, out=None, save=lambda: None):
+    """B=1, H=40 over T; fills ``out`` (saved after every T, so a cut-off run keeps the
+    lengths it finished; "T" lists those)."""
     dtype_name = args.dtypes[0]
-    out = {"B": 1, "H": 40, "S": 32, "D": 32, "dtype": dtype_name, "T": args.sweep_T,
-           "results": {name: {"fwd_ms": [], "fwdbwd_ms": []} for name in backends}}
+    out = {} if out is None else out
+    out.update({"B": 1, "H": 40, "S": 32, "D": 32, "dtype": dtype_name, "T": [],
+                "results": {name: {"fwd_ms": [], "fwdbwd_ms": []} for name in backends}})
     for T in args.sweep_T:
         inputs, do = make_inputs(1, T, 40, 32, 32, DTYPES[dtype_name], device)
         for name, fn in backends.items():
@@ -262,6 +265,8 @@ def sweep(backends, args, device):
                                     time_ms(forward_backward(fn, inputs, do), device))
             print(f"  sweep T={T:6d} {name:20s} fwd {res['fwd_ms'][-1]:.3f} ms "
                   f"fwd+bwd {res['fwdbwd_ms'][-1]} ms", flush=True)
+        out["T"].append(T)
+        save()
         del inputs, do
         gc.collect()
     return out
@@ -336,13 +341,16 @@ def environment(device):
         ms = time_ms(lambda: x.clone(), device)
         env["copy_GBps"] = round(2 * x.numel() * 4 / ms / 1e6, 1)  # read + write
         del x
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
-                                capture_output=True).stdout.strip()
-    except OSError:
-        commit = ""
-    # the device copy has no .git: the caller may pass the commit it sent
-    env["git_commit"] = commit if len(commit) == 40 else os.environ.get("HYMO_GIT_COMMIT")
+    # the device machine's copy of the tree may carry a stale .git: the caller passes the
+    # commit it sent in HYMO_GIT_COMMIT, and that wins
+    commit = os.environ.get("HYMO_GIT_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
+                                    capture_output=True).stdout.strip()
+        except OSError:
+            commit = ""
+    env["git_commit"] = commit if len(commit) == 40 else None
     return env
 
 
@@ -409,7 +417,8 @@ def main(argv=None):
                 gc.collect()
                 torch.cuda.empty_cache() if device.type == "cuda" else None
     if args.sweep:
-        report["sweep_T"] = sweep({n: f for n, f in backends.items()}, args, device)
+        report["sweep_T"] = {}
+        sweep(backends, args, device, report["sweep_T"], save)
         save()
     print_table(report)
     print(f"wrote {out_path}")
