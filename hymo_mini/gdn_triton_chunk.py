@@ -3,20 +3,37 @@
     H_t = exp(g_t * A) ⊙ H_{t-1} + b_t ⊗ v_t ,      o_t = c_t^T H_t
 
 ``hymo_mini.gdn_chunk`` derives the chunked form in einops; this module runs it on the
-GPU's tensor cores. Two chunk sizes are in play:
+GPU's tensor cores. Two lengths are in play:
 
-* **Chunks of BC = 64 steps** are where the state is written to memory. A sequential
-  kernel per (batch, head) walks the chunks and stores the state each chunk starts with,
-  H_k (S·D fp32 per 64 steps: a quarter of a float per step and state entry).
+* **Chunks of BC = 64 steps** are where the state is written to memory: H_k, the state
+  chunk k starts with (S·D fp32 per 64 steps). By default ("scan") a parallel kernel
+  computes what each chunk adds on its own, ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s,
+  and a light sequential kernel per (batch, head) chains them, H_{k+1} = exp(L_end A) ⊙
+  H_k + ΔH_k; "loop" does both in one sequential kernel (slower at long T, where few
+  (batch, head) pairs leave the GPU idle).
 * **Blocks of BT = 16 steps** are where the decay-weighted attention is computed. A
-  program per (chunk, batch, head) loads H_k and walks its four blocks, carrying the
-  state on chip: o = (c ⊙ exp(l A)) H + W v, H ← exp(l_end A) ⊙ H + (b ⊙ exp((l_end -
-  l) A))^T v, with l the gate summed from the block start.
+  program per (chunk, batch, head) loads H_k and walks its blocks, carrying the state on
+  chip: o = (c ⊙ exp(l A)) H + W v, H ← exp(l_end A) ⊙ H + (b ⊙ exp((l_end - l) A))^T v,
+  with l the gate summed from the block start.
 
-The weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n) are built as a [16, 16, S] tensor
-of decays, every exponent a gap l_t - l_s ≥ 0 times A < 0: no factor exceeds 1, whatever
-the decay, so nothing overflows (see gdn_chunk for the c exp(LA) / b exp(-LA) shortcut
-that would). The products with H, v and the state update are tl.dot calls.
+The weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, are where the structure of
+the decay matters. Factored as (c_t exp(l_t A)) · (b_s exp(-l_s A)) they are one tl.dot,
+but exp(-l_s A) overflows fp32 once l_s·|A_n| passes ~88, which at this model's decay
+rates (head h forgets at rate h + 1; the benchmark's g averages 0.5) happens within a few
+steps. Building every exp((l_t - l_s) A_n) directly, a [16, 16, S] tensor, is safe but
+costs 16·S exponentials per step and no tensor cores. This kernel splits the pairs s < t
+into levels by the highest bit in which their in-block indices differ (k = 0 .. 3): at
+level k, s lies in the lower and t in the upper half of one 2^(k+1)-step sub-block, and
+the decay splits at r, the first step of that upper half:
+
+    exp((l_t - l_s) A) = exp((l_t - l_r) A) · exp((l_r - l_s) A),   both factors in [0, 1].
+
+Each row is a t or an s on a level, never both, so one [16, S] tensor of factors per
+level serves both sides; a level is one masked tl.dot. In total 4·S exponentials per step
+(a quarter), four small tensor-core products instead of a [16, 16, S] reduction, and still
+nothing overflows: a factor that underflows to zero belongs to a pair whose true weight is
+below 1e-38 as well. The diagonal s = t is Σ_n c_tn b_tn. (Blocks of 32 steps, five
+levels, also work and were slower; 64 steps lost gate-gradient precision under TF32.)
 
 The backward, derived (per block; dH is the gradient of the loss with respect to the
 state at the block's end, H the state at its start, M_ts = do_t · v_s for s ≤ t):
@@ -41,36 +58,40 @@ difference is tiny when the decay is strong; with TF32 products that left dA wro
 5-8% at decay x10 (measured on the H200). Every term above carries its decay factor, so
 it is small exactly when the true gradient is, and the error stays at TF32 level (1e-3).
 
-The backward needs the state at each block's start and its gradient at each block's end.
-A sequential kernel, right to left, stores the gradient at each chunk's end,
-dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do. A program per chunk then walks
-its blocks right to left, carrying dH; the state at a block's start is rebuilt from the
-stored chunk state by one tl.dot over the steps before it (masked), so nothing per block
-is ever written to memory.
+The backward needs the state at each block's start and its gradient at each block's
+end. The forward stores the block-start states while it walks the blocks (only when
+autograd will need them); a sequential kernel, right to left, stores the gradient at each
+chunk's end, dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do; a program per chunk then
+walks its blocks right to left, carrying dH on chip. The backward uses the same levels,
+with the strictly causal M masked per level: the in-block part of dc is Σ_k X_k ⊙ (M_k
+(b ⊙ X_k)) and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the level's factors.
 
-Memory: besides the inputs, the forward keeps H_k (B·H·⌈T/64⌉·S·D fp32; 42 MB at B=4,
-T=4096, H=40, S=D=32); the backward adds the same for dH_k and returns the gradients.
+Memory: besides the inputs, the forward keeps the block-start states (B·H·⌈T/16⌉·S·D
+fp32; 168 MB at B=4, T=4096, H=40) for the backward, and the chunk states while it runs;
+the backward adds the chunk-end gradients and returns the gradients.
 
 Precision: all arithmetic in fp32; tl.dot multiplies fp32 in TF32 on the GPU
 (``DOT_PRECISION``), relative error about 1e-3 (fla's chunk_gla: the same); the
 interpreter computes plain fp32. Inputs may be fp32, bf16, fp16 (or fp64, computed in
 fp32); o and every gradient come back in their input's dtype, the final state in fp32.
 
-Measured (one H200, torch 2.11, Triton 3.6, fla-core 0.6.0, 2026-11-30; B=4, T=4096,
-H=40, S=D=32, fp32; forward | forward+backward | peak memory of forward+backward):
-this kernel 0.80 ms | 3.21 ms | 2235 MB; fla chunk_gla 0.73 ms | 2.50 ms | 3512 MB.
-bf16: 1.05 | 3.40 ms. B=1, T=16384 fp32: 1.11 | 3.83 ms (bf16 1.32 | 4.05 ms); fla was
-not re-timed at these, its reference run gave 0.60 | 2.53, 0.94 | 3.15 and 0.80 | 3.04.
-So memory is 36% below fla's, but time is 1.1x (forward) and 1.3x (forward+backward)
-fla's, not the 0.9x aimed for, and the forward is 9.4x the copy time of its bytes
-(0.085 ms), not 3x. Where the time goes (profiler, fp32): the per-chunk backward kernel
-2.0-2.9 ms (2 or 4 warps), the per-chunk forward 0.6-0.74 ms, the two sequential state
-kernels 0.12 ms each (0.39 ms at T=16384). The per-chunk kernels are bound by the
-[16, 16, S] decay tensor: 512 exponentials per step, and the registers it takes (2 warps
-beat 4 and 8). The next step is to shrink it: within a 16-step block, pairs in different
-8-step halves can use the factored form c exp((l_t - l_8) A) · b exp((l_8 - l_s) A), both
-factors ≤ 1 (a tl.dot), halving the direct tensor; and the backward's rebuild of each
-block's start state (a 64-step tl.dot and 64 x S exponentials per block) can go.
+Measured (benchmarks/results/gdn_h200_2026-11-30.json: one H200, torch 2.11, Triton 3.6,
+fla-core 0.6.0, one run with the peer; H=40, S=D=32; forward | forward + backward | peak
+memory of forward + backward, this kernel / fla chunk_gla):
+
+    B=4, T=4096,  fp32   0.65 / 0.92 ms | 1.93 / 2.85 ms (0.68x) | 524 / 1040 MiB
+    B=4, T=4096,  bf16   0.56 / 0.97 ms | 2.28 / 2.72 ms (0.84x) | 363 / 963 MiB
+    B=1, T=16384, fp32   0.57 / 0.98 ms | 2.10 / 3.41 ms (0.62x) | 524 / 1040 MiB
+    B=1, T=16384, bf16   0.59 / 0.96 ms | 2.66 / 3.24 ms (0.82x) | 363 / 963 MiB
+
+Forward + backward and memory beat the peer everywhere. The forward is 7-8x (fp32) and
+14-15x (bf16) the time a device copy of its minimum bytes takes (fla: 11-12x and 24x),
+not the 3x aimed for: it reads b and v twice (chunk states, then outputs) and writes and
+reads the chunk states, about 1.8x the minimum bytes; and the per-chunk output kernel,
+at ~0.35 ms for ~380 MB, is far from memory-bound. That it is held up by the latency of
+its small per-block steps is our reading (one warp per program was fastest, more
+pipelining did not help); no hardware counters were read. At B=1, H=40 and T ≤ 2048 the GPU is not filled and the
+recurrent kernel is as fast or faster (benchmarks/results/gdn_sweep_h200_2026-11-30.json).
 """
 
 from __future__ import annotations
