@@ -4,7 +4,9 @@
 
 Backends: every hymo_mini dispatcher backend that imports ("eager", "chunk", "triton",
 "triton_chunk"; "triton_kernel" is the recurrent kernel's autograd Function called without
-the dispatcher and its input checks), and the peer, flash-linear-attention's GLA kernels
+the dispatcher and its input checks, "triton_chunk_kernel" the same for the chunked kernel:
+the checks' small reductions and one host sync are a fixed cost per call that fla does not
+pay), and the peer, flash-linear-attention's GLA kernels
 called so that they compute exactly this recurrence: q = c, k = b, gk = g[..., None] * A
 (a natural-log decay per state dimension), scale = 1.0, layout [B, T, H, *]:
 
@@ -53,7 +55,8 @@ sys.path.insert(0, str(ROOT))
 
 from hymo_mini import gdn  # noqa: E402
 
-HYMO_BACKENDS = ["eager", "chunk", "triton", "triton_kernel", "triton_chunk"]
+HYMO_BACKENDS = ["eager", "chunk", "triton", "triton_kernel", "triton_chunk",
+                 "triton_chunk_kernel"]
 FLA_BACKENDS = ["fla_fused_recurrent", "fla_chunk"]
 DEFAULT_SHAPES = ["B4_T4096_H40", "B1_T16384_H40"]
 SWEEP_T = [1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -66,6 +69,10 @@ def hymo_backend(name):
         from hymo_mini.gdn_triton import GatedDeltaRuleFunction
         return lambda v, b, c, g, A: GatedDeltaRuleFunction.apply(
             v, b, c, g, A, None, False, torch.is_grad_enabled())[0]
+    if name == "triton_chunk_kernel":  # likewise for the chunked kernel
+        from hymo_mini.gdn_triton_chunk import ChunkGatedDeltaRuleFunction
+        return lambda v, b, c, g, A: ChunkGatedDeltaRuleFunction.apply(
+            v, b, c, g, A, None, False)[0]
     return lambda v, b, c, g, A: gdn.gated_delta_rule(v, b, c, g, A, backend=name)[0]
 
 
@@ -83,7 +90,7 @@ def fla_backend(name):
 def available_backends(device):
     found = {}
     for name in HYMO_BACKENDS:
-        module = "triton" if name == "triton_kernel" else name
+        module = {"triton_kernel": "triton", "triton_chunk_kernel": "triton_chunk"}.get(name, name)
         if gdn._available(module) and (not name.startswith("triton")
                                        or gdn._triton_usable(device)):
             found[name] = hymo_backend(name)
@@ -234,7 +241,7 @@ def bench_shape(shape, dtype_name, backends, args, device):
         entry["results"][name] = result
         print(f"  time  {shape} {dtype_name} {name:20s} {result}", flush=True)
     ratios = {}
-    for name in ("triton", "triton_kernel", "triton_chunk", "chunk"):
+    for name in ("triton", "triton_kernel", "triton_chunk", "triton_chunk_kernel", "chunk"):
         for peer in ("fla_fused_recurrent", "fla_chunk", "eager"):
             mine, theirs = entry["results"].get(name), entry["results"].get(peer)
             if mine and theirs:

@@ -57,10 +57,12 @@ TARGETS = {"fwdbwd_vs_peer": 0.9, "peak_vs_peer": 1.0, "fwd_vs_copy": 3.0}
 
 _LABELS = {"eager": "eager loop", "chunk": "hymo chunk (torch)",
            "triton": "hymo Triton recurrent", "triton_kernel": "hymo Triton recurrent, no checks",
-           "triton_chunk": "hymo Triton chunk", "fla_fused_recurrent": "fla fused_recurrent_gla",
+           "triton_chunk": "hymo Triton chunk",
+           "triton_chunk_kernel": "hymo Triton chunk, no checks", "fla_fused_recurrent": "fla fused_recurrent_gla",
            "fla_chunk": "fla chunk_gla"}
 _COLORS = {"eager": "#7f7f7f", "chunk": "#9467bd", "triton": "#d62728",
            "triton_kernel": "#e377c2", "triton_chunk": "#ff7f0e",
+           "triton_chunk_kernel": "#ffbb78",
            "fla_fused_recurrent": "#1f77b4", "fla_chunk": "#17becf"}
 
 

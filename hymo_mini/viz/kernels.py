@@ -17,10 +17,11 @@ __all__ = ["RESULTS_DIR", "load_results", "benchmark_figure", "sweep_figure", "F
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 # fixed colours so a backend looks the same in every panel and figure
 COLORS = {"eager": "#7f7f7f", "chunk": "#9467bd", "triton": "#d62728", "triton_kernel": "#e377c2",
-          "triton_chunk": "#ff7f0e", "fla_fused_recurrent": "#1f77b4", "fla_chunk": "#17becf"}
+          "triton_chunk": "#ff7f0e", "triton_chunk_kernel": "#ffbb78", "fla_fused_recurrent": "#1f77b4", "fla_chunk": "#17becf"}
 LABELS = {"eager": "eager loop", "chunk": "hymo chunk (torch)", "triton": "hymo Triton recurrent",
           "triton_kernel": "hymo Triton recurrent, no input checks",
-          "triton_chunk": "hymo Triton chunk", "fla_fused_recurrent": "fla fused_recurrent_gla",
+          "triton_chunk": "hymo Triton chunk",
+          "triton_chunk_kernel": "hymo Triton chunk, no input checks", "fla_fused_recurrent": "fla fused_recurrent_gla",
           "fla_chunk": "fla chunk_gla"}
 
 
