@@ -31,7 +31,7 @@ the decay splits at r, the first step of that upper half:
 Each row is a t or an s on a level, never both, so one [16, S] tensor of factors per
 level serves both sides; a level is one masked tl.dot. In total 4·S exponentials per step
 (a quarter), four small tensor-core products instead of a [16, 16, S] reduction, and still
-nothing overflows: a factor that underflows to zero belongs to a pair whose true weight is
+nothing overflows: a factor that underflows to zero belongs to a pair whose true decay is
 below 1e-38 as well. The diagonal s = t is Σ_n c_tn b_tn. (Blocks of 32 steps, five
 levels, also work and were slower; 64 steps lost gate-gradient precision under TF32.)
 
@@ -84,14 +84,24 @@ memory of forward + backward, this kernel / fla chunk_gla):
     B=1, T=16384, fp32   0.57 / 0.98 ms | 2.10 / 3.41 ms (0.62x) | 524 / 1040 MiB
     B=1, T=16384, bf16   0.59 / 0.96 ms | 2.66 / 3.24 ms (0.82x) | 363 / 963 MiB
 
-Forward + backward and memory beat the peer everywhere. The forward is 7-8x (fp32) and
-14-15x (bf16) the time a device copy of its minimum bytes takes (fla: 11-12x and 24x),
-not the 3x aimed for: it reads b and v twice (chunk states, then outputs) and writes and
-reads the chunk states, about 1.8x the minimum bytes; and the per-chunk output kernel,
-at ~0.35 ms for ~380 MB, is far from memory-bound. That it is held up by the latency of
-its small per-block steps is our reading (one warp per program was fastest, more
-pipelining did not help); no hardware counters were read. At B=1, H=40 and T ≤ 2048 the GPU is not filled and the
-recurrent kernel is as fast or faster (benchmarks/results/gdn_sweep_h200_2026-11-30.json).
+Forward + backward and memory beat the peer everywhere. These rows go through the
+dispatcher, whose input checks (a few small reductions and one host sync) are a fixed
+cost per call that fla does not pay; the kernel alone (the autograd Function, as
+benchmarks/gdn.py's "triton_chunk_kernel"; benchmarks/results/chunk_kernel_only_h200_
+2026-11-30.json, B=4, T=4096, fp32, one run, fla re-timed) took 0.35 ms forward and
+1.49 ms forward + backward against fla's 0.78 and 2.85 (0.44x and 0.52x).
+
+The forward is 4.3x (kernel alone, fp32) to 7-15x (through the dispatcher, fp32 and bf16)
+the time a device copy of its minimum bytes takes (fla: 9.8-24x), not the 3x aimed for.
+It moves 2.0x the minimum bytes in fp32 and 2.5x in bf16 (b and v are read twice, for
+the chunk states and for the outputs; the chunk states, fp32 whatever the inputs, are
+written, scanned and read), and the per-chunk output kernel, at roughly 0.25 ms for
+~380 MB, is far from memory-bound. That it is held up by the latency of its small
+per-block steps is our reading (one warp per program was fastest, more pipelining did
+not help); no hardware counters were read. In the T sweep (B=1, H=40, fp32; benchmarks/
+results/gdn_sweep_h200_2026-11-30.json) one sequence does not fill the GPU at short T:
+at T=1024 the recurrent kernel is faster forward and forward + backward, at T=2048
+forward only, and from T=4096 on this kernel is the fastest hymo path.
 """
 
 from __future__ import annotations
