@@ -8,6 +8,7 @@ the GPU, the date and the command of the run it draws.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -17,12 +18,13 @@ __all__ = ["RESULTS_DIR", "load_results", "benchmark_figure", "sweep_figure", "F
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 # fixed colours so a backend looks the same in every panel and figure
 COLORS = {"eager": "#7f7f7f", "chunk": "#9467bd", "triton": "#d62728", "triton_kernel": "#e377c2",
-          "triton_chunk": "#ff7f0e", "triton_chunk_kernel": "#ffbb78", "fla_fused_recurrent": "#1f77b4", "fla_chunk": "#17becf"}
+          "triton_chunk": "#ff7f0e", "triton_chunk_kernel": "#ffbb78",
+          "fla_fused_recurrent": "#1f77b4", "fla_chunk": "#17becf"}
 LABELS = {"eager": "eager loop", "chunk": "hymo chunk (torch)", "triton": "hymo Triton recurrent",
           "triton_kernel": "hymo Triton recurrent, no input checks",
           "triton_chunk": "hymo Triton chunk",
-          "triton_chunk_kernel": "hymo Triton chunk, no input checks", "fla_fused_recurrent": "fla fused_recurrent_gla",
-          "fla_chunk": "fla chunk_gla"}
+          "triton_chunk_kernel": "hymo Triton chunk, no input checks",
+          "fla_fused_recurrent": "fla fused_recurrent_gla", "fla_chunk": "fla chunk_gla"}
 
 
 def load_results(path: str | Path | None = None, need: str = "shapes") -> dict | None:
@@ -39,11 +41,15 @@ def load_results(path: str | Path | None = None, need: str = "shapes") -> dict |
     return max(found, key=lambda r: r["environment"].get("date", ""), default=None)
 
 
-def _caption(report: dict) -> str:
+def _caption(report: dict, width: int = 110) -> str:
+    """GPU, versions and date on one line, then the command, wrapped at ``width`` characters
+    so that a long command does not run past the figure."""
     env = report.get("environment", {})
+    command = textwrap.fill(env.get("command", ""), width, subsequent_indent="    ",
+                            break_on_hyphens=False)
     return (f"{env.get('gpu', 'no GPU')}, torch {env.get('torch', '?')}, triton "
             f"{env.get('triton', '?')}, fla-core {env.get('fla_core', '-')}, {env.get('date', '')}"
-            f"\n{env.get('command', '')}")
+            f"\n{command}")
 
 
 def _missing(what: str) -> Figure:
@@ -89,8 +95,10 @@ def benchmark_figure(report: dict | None = None) -> Figure:
         else:
             ax.set_ylabel("MiB above the inputs")
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("GDN recurrence, S = D = 32: " + _caption(report), fontsize=8)
+    handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncols=len(handles),
+               fontsize=7, frameon=False)  # below the panels: no bar or label is covered
+    fig.suptitle("GDN recurrence, S = D = 32: " + _caption(report, width=150), fontsize=8)
     return fig
 
 
@@ -101,11 +109,12 @@ def sweep_figure(report: dict | None = None) -> Figure:
     if not report or not report.get("sweep_T"):
         return _missing("T sweep")
     sweep = report["sweep_T"]
-    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    fig = Figure(figsize=(9.5, 4.8), layout="constrained")
     ax = fig.subplots()
     for name, res in sweep["results"].items():
         for key, style in (("fwd_ms", "-"), ("fwdbwd_ms", "--")):
-            pts = [(T, y) for T, y in zip(sweep["T"], res[key], strict=False) if y]  # a cut-off run: finished T only
+            # a cut-off run has fewer values than T: draw the finished lengths only
+            pts = [(T, y) for T, y in zip(sweep["T"], res[key], strict=False) if y]
             if pts:
                 which = "fwd" if key == "fwd_ms" else "fwd+bwd"
                 ax.plot(*zip(*pts, strict=True), style, marker="o", ms=3, color=COLORS.get(name),
@@ -115,9 +124,10 @@ def sweep_figure(report: dict | None = None) -> Figure:
     ax.set_xlabel("sequence length T (tokens)")
     ax.set_ylabel("milliseconds")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
-    ax.set_title(f"B={sweep['B']}, H={sweep['H']}, S=D=32, {sweep['dtype']}\n" + _caption(report),
-                 fontsize=8)
+    # outside the axes, on the right: inside, every corner holds some line at some run
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_title(f"B={sweep['B']}, H={sweep['H']}, S=D=32, {sweep['dtype']}\n"
+                 + _caption(report, width=100), fontsize=8)
     return fig
 
 
