@@ -1,0 +1,221 @@
+"""The chunked Triton kernel against the targets set for it (chapter 06, section 4).
+
+:data:`TARGETS` are the project's issue #4; :func:`chunk_targets` scores the benchmark of
+record against them, :func:`chunk_forward_bytes` counts the bytes the forward moves and
+:func:`chunk_peak_bytes` predicts its peak memory. :func:`kernel_only` reads the run that
+timed the kernel's autograd Function without the dispatcher's input checks. Nothing here
+measures time. Checked by ``tests/test_viz_kernel_results.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from hymo_mini.viz import kernel_results
+from hymo_mini.viz.kernel_chapter import memory_bytes
+from hymo_mini.viz.kernel_results import LABELS, load_reports, run_caption
+
+__all__ = ["TARGETS", "chunk_forward_bytes", "chunk_peak_bytes", "Targets", "chunk_targets",
+           "KERNEL_ONLY_RUN", "KernelOnly", "kernel_only"]
+
+# The targets set for the chunked Triton kernel (the project's issue #4), against fla's
+# chunk_gla measured in the same run: forward + backward time at most 0.9 of the peer's,
+# peak memory at most the peer's, forward at most 3 times a device copy of its minimum bytes.
+TARGETS = {"fwdbwd_vs_peer": 0.9, "peak_vs_peer": 1.0, "fwd_vs_copy": 3.0}
+# the run that timed the kernel alone beside the dispatcher and the peer (one shape)
+KERNEL_ONLY_RUN = "chunk_kernel_only_h200_2026-11-30.json"
+
+
+# --------------------------------------------------------------------------------------
+# Bytes and memory
+# --------------------------------------------------------------------------------------
+def chunk_peak_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: int = 32,
+                     itemsize: int = 4, chunk: int = 64, block: int = 16) -> dict:
+    """What one forward + backward of the chunked kernel (``hymo_mini.gdn_triton_chunk``)
+    allocates beyond its inputs (and do), by tensor, as
+    :func:`hymo_mini.viz.kernel_chapter.recurrent_peak_bytes` does for the recurrent one.
+    Inputs, o and gradients have ``itemsize`` bytes an element, states are fp32.
+    Live at the end of its backward: o, the block-start states the forward stored, the
+    state gradient at every chunk's end, the per-chunk partial sums of dA, and the
+    gradients of v, b, c and g. (The chunk states of the forward are gone by then.)"""
+    n_chunks = math.ceil(T / chunk)
+    rows = {"o": B * T * H * D * itemsize,
+            "block-start states": memory_bytes(B, T, H, S, D, chunk, block)["block_states"],
+            "chunk-end state gradients": B * H * n_chunks * S * D * 4,
+            "dA per chunk": B * H * n_chunks * S * 4,
+            "dv, db, dc": B * T * H * (D + 2 * S) * itemsize, "dg": B * T * H * itemsize}
+    rows["total"] = sum(rows.values())
+    return rows
+
+
+def chunk_forward_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: int = 32,
+                        itemsize: int = 4, chunk: int = 64) -> dict:
+    """Bytes the chunked kernel's forward (no autograd, "scan" mode) reads and writes, by
+    kernel, against the minimum (read v, b, c, g once, write o once), the benchmark's
+    ``bytes_min_fwd``. Inputs and o have ``itemsize`` bytes an element, states fp32:
+
+    chunk deltas   read b, v, g; write each chunk's own ΔH_k (S·D) and decay (S)
+    scan           read ΔH_k and the decay, write H_k in place
+    outputs        read v, b, c, g and H_k; write o
+    """
+    n = B * T * H  # steps of all (batch, head) pairs
+    states = B * H * math.ceil(T / chunk)  # chunk states of all (batch, head) pairs
+    rows = {"minimum": n * (2 * D + 2 * S + 1) * itemsize,
+            "chunk deltas": n * (S + D + 1) * itemsize + states * (S * D + S) * 4,
+            "scan": states * (2 * S * D + S) * 4,
+            "outputs": n * (2 * D + 2 * S + 1) * itemsize + states * S * D * 4}
+    rows["total"] = rows["chunk deltas"] + rows["scan"] + rows["outputs"]
+    return rows
+
+
+
+# --------------------------------------------------------------------------------------
+# The chunked kernel against its targets
+# --------------------------------------------------------------------------------------
+@dataclass
+class Targets:
+    """The chunked kernel scored against :data:`TARGETS`, shape by shape, in one run.
+
+    rows: per shape and dtype, the times, memories and their ratios; verdicts: per target,
+    (the worst value over the shapes, the limit, whether every shape meets it)."""
+
+    rows: list[dict]
+    verdicts: dict
+    labels: tuple[str, str]
+    caption: str
+
+    def __repr__(self) -> str:
+        ours, peer = self.labels
+        head = (f"{'shape':<15} {'dtype':<9} {'fwd+bwd ms':>13} {'ratio':>6}  {'peak MiB':>11} "
+                f"{'ratio':>6}  {'fwd ms':>11} {'fwd/copy':>8} {'(peer)':>7}")
+        lines = [f"{ours} (ours) against {peer} (peer), measured in one run:", head,
+                 "-" * len(head)]
+        for r in self.rows:
+            lines.append(f"{r['shape']:<15} {r['dtype']:<9} "
+                         f"{r['fwdbwd_ms']:5.2f} / {r['peer_fwdbwd_ms']:5.2f} "
+                         f"{r['fwdbwd_ratio']:5.2f}x  "
+                         f"{r['peak_mib']:4.0f} / {r['peer_peak_mib']:4.0f} "
+                         f"{r['peak_ratio']:5.2f}x  {r['fwd_ms']:4.2f} / {r['peer_fwd_ms']:4.2f} "
+                         f"{r['fwd_vs_copy']:7.1f}x {r['peer_fwd_vs_copy']:6.1f}x")
+        names = {"fwdbwd_vs_peer": f"forward + backward / {peer}",
+                 "peak_vs_peer": f"peak memory / {peer}",
+                 "fwd_vs_copy": "forward / a device copy of its bytes"}
+        lines += ["", f"{'target':<48} {'limit':>6} {'worst':>7}  verdict"]
+        for key, (worst, limit, met) in self.verdicts.items():
+            verdict = (f"met, {1 - worst / limit:.0%} below the limit" if met
+                       else f"missed, {worst / limit:.1f}x the limit")
+            lines.append(f"{names[key]:<48} {limit:5.1f}x {worst:6.2f}x  {verdict}")
+        return "\n".join(lines + ["", self.caption])
+
+
+def chunk_targets(reports: list[dict] | None = None, ours: str = "triton_chunk",
+                  peer: str = "fla_chunk") -> Targets:
+    """Score ``ours`` against ``peer`` and :data:`TARGETS` in the latest report that
+    measured both (every ratio compares times of one run). The copy time of a shape is its
+    ``bytes_min_fwd`` (read v, b, c, g, write o) at the run's measured copy bandwidth."""
+    reports = load_reports() if reports is None else reports
+    report = next((r for r in reversed(reports) if any(
+        ours in e["results"] and peer in e["results"] for e in r["shapes"].values())), None)
+    if report is None:
+        raise KeyError(f"no report measured both {ours!r} and {peer!r}")
+    gbps = report["environment"]["copy_GBps"]
+    rows = []
+    for entry in report["shapes"].values():
+        res = entry["results"]
+        if ours not in res or peer not in res:
+            continue
+        copy_ms = entry["bytes_min_fwd"] / gbps / 1e6
+        a, p = res[ours], res[peer]
+        rows.append({"shape": f"B{entry['B']} T{entry['T']} H{entry['H']}", "dtype": entry["dtype"],
+                     "fwd_ms": a["fwd_ms"], "peer_fwd_ms": p["fwd_ms"], "copy_ms": copy_ms,
+                     "fwdbwd_ms": a["fwdbwd_ms"], "peer_fwdbwd_ms": p["fwdbwd_ms"],
+                     "fwdbwd_ratio": a["fwdbwd_ms"] / p["fwdbwd_ms"],
+                     "peak_mib": a["peak_mib"], "peer_peak_mib": p["peak_mib"],
+                     "peak_ratio": a["peak_mib"] / p["peak_mib"],
+                     "fwd_vs_copy": a["fwd_ms"] / copy_ms,
+                     "peer_fwd_vs_copy": p["fwd_ms"] / copy_ms})
+    verdicts = {}
+    for key, column in (("fwdbwd_vs_peer", "fwdbwd_ratio"), ("peak_vs_peer", "peak_ratio"),
+                        ("fwd_vs_copy", "fwd_vs_copy")):
+        worst = max(r[column] for r in rows)
+        verdicts[key] = (worst, TARGETS[key], worst <= TARGETS[key])
+    return Targets(rows, verdicts, (LABELS.get(ours, ours), LABELS.get(peer, peer)),
+                   run_caption([report]))
+
+
+# --------------------------------------------------------------------------------------
+# The kernel alone, without the dispatcher's checks
+# --------------------------------------------------------------------------------------
+_ALONE, _DISPATCHED, _PEER = "triton_chunk_kernel", "triton_chunk", "fla_chunk"
+
+
+@dataclass
+class KernelOnly:
+    """The chunked kernel timed alone (its autograd Function, no input checks) and through
+    the dispatcher, beside fla's chunk_gla, in one run; per shape measured (``rows``): the
+    results of each, the copy time of the forward's minimum bytes and the bytes the forward
+    moves (:func:`chunk_forward_bytes`)."""
+
+    rows: list[dict]
+    gbps: float
+    caption: str
+
+    def __repr__(self) -> str:
+        lines = []
+        for r in self.rows:
+            res, copy_ms, peer = r["results"], r["copy_ms"], r["results"][_PEER]
+            lines += [f"{r['shape']} {r['dtype']}: ms; forward against a device copy of its "
+                      f"{r['minimum'] / 1e6:.0f} MB ({copy_ms:.4f} ms) and against {LABELS[_PEER]}",
+                      f"{'backend':<32} {'fwd ms':>7} {'fwd/copy':>9} {'fwd/fla':>8} "
+                      f"{'fwd+bwd ms':>11} {'f+b/fla':>8} {'peak MiB':>9}"]
+            lines.append("-" * len(lines[-1]))
+            for name in (_ALONE, _DISPATCHED, _PEER):
+                x = res[name]
+                lines.append(f"{LABELS[name]:<32} {x['fwd_ms']:7.3f} "
+                             f"{x['fwd_ms'] / copy_ms:8.1f}x {x['fwd_ms'] / peer['fwd_ms']:7.2f}x "
+                             f"{x['fwdbwd_ms']:11.2f} {x['fwdbwd_ms'] / peer['fwdbwd_ms']:7.2f}x "
+                             f"{x['peak_mib']:9.1f}")
+            alone, checked = res[_ALONE], res[_DISPATCHED]
+            ratio, limit = alone["fwd_ms"] / copy_ms, TARGETS["fwd_vs_copy"]
+            verdict = "met" if ratio <= limit else f"missed, {ratio / limit:.2f}x the limit"
+            extra = [checked[k] - alone[k] for k in ("fwd_ms", "fwdbwd_ms")]
+            tbps = r["moved"] / alone["fwd_ms"] / 1e9
+            lines += [f"the dispatcher (its input checks) adds {extra[0]:.3f} ms to the forward, "
+                      f"{extra[1]:.3f} ms to forward + backward",
+                      f"forward target, at most {limit:.0f}x the copy: the kernel alone takes "
+                      f"{ratio:.1f}x, {verdict}",
+                      f"the kernel alone moves {r['moved'] / 1e6:.0f} MB "
+                      f"({r['moved'] / r['minimum']:.2f}x the minimum) in {alone['fwd_ms']:.3f} ms:"
+                      f" {tbps:.2f} TB/s (a device copy: {self.gbps / 1e3:.2f} TB/s)", ""]
+        return "\n".join(lines + [self.caption])
+
+
+def kernel_only(path=None) -> KernelOnly:
+    """Read ``path`` (default: :data:`KERNEL_ONLY_RUN` in ``benchmarks/results``), a run of
+    ``benchmarks/gdn.py --backends triton_chunk triton_chunk_kernel fla_chunk``. Every shape
+    it measured with all three backends is a row. Raises FileNotFoundError if the file is
+    missing, KeyError if no shape has the three."""
+    path = kernel_results.RESULTS_DIR / KERNEL_ONLY_RUN if path is None else path
+    if not Path(path).is_file():
+        raise FileNotFoundError(
+            f"no kernel-only results at {path}: run `python3 benchmarks/gdn.py --backends "
+            f"{_DISPATCHED} {_ALONE} {_PEER}` on a GPU machine and commit the JSON it writes")
+    report = load_reports([path])[0]
+    gbps = report["environment"]["copy_GBps"]
+    rows = []
+    for entry in report["shapes"].values():
+        if not all(name in entry["results"] for name in (_ALONE, _DISPATCHED, _PEER)):
+            continue
+        itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[entry["dtype"]]
+        traffic = chunk_forward_bytes(entry["B"], entry["T"], entry["H"], entry["S"], entry["D"],
+                                      itemsize)
+        rows.append({"shape": f"B{entry['B']} T{entry['T']} H{entry['H']}",
+                     "dtype": entry["dtype"], "results": entry["results"],
+                     "minimum": entry["bytes_min_fwd"], "moved": traffic["total"],
+                     "copy_ms": entry["bytes_min_fwd"] / gbps / 1e6})
+    if not rows:
+        raise KeyError(f"{Path(path).name} has no shape measured with {_ALONE!r}, "
+                       f"{_DISPATCHED!r} and {_PEER!r}")
+    return KernelOnly(rows, gbps, run_caption([report]))
