@@ -95,7 +95,7 @@ The forward is 4.3x (kernel alone, fp32) to 7-15x (through the dispatcher, fp32 
 the time a device copy of its minimum bytes takes (fla: 9.8-24x), not the 3x aimed for.
 It moves 2.0x the minimum bytes in fp32 and 2.5x in bf16 (b and v are read twice, for
 the chunk states and for the outputs; the chunk states, fp32 whatever the inputs, are
-written, scanned and read), and even so it runs at about 2 TB/s (676 MB in 0.35 ms,
+written, scanned and read), and even so it runs at about 2 TB/s (679 MB in 0.35 ms,
 kernel alone) where a copy reaches 4.25 TB/s. That the per-chunk output kernel is held
 up by the latency of its small per-block steps is our reading (one warp per program was fastest, more pipelining did
 not help); no hardware counters were read. In the T sweep (B=1, H=40, fp32; benchmarks/
