@@ -63,7 +63,6 @@ def sweep(fn, inputs, do, device):
     time), then the chunk backward's warps (forward + backward time); the best of each
     stays for the next."""
     rows, o_first = [], None
-    best = {k: (dict(v) if isinstance(v, dict) else v) for k, v in gtc.CONFIGS.items()}
 
     def trial(change, grad, key):
         nonlocal o_first

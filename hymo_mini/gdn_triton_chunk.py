@@ -97,9 +97,10 @@ It moves 2.0x the minimum bytes in fp32 and 2.5x in bf16 (b and v are read twice
 the chunk states and for the outputs; the chunk states, fp32 whatever the inputs, are
 written, scanned and read), and even so it runs at about 2 TB/s (679 MB in 0.35 ms,
 kernel alone) where a copy reaches 4.25 TB/s. That the per-chunk output kernel is held
-up by the latency of its small per-block steps is our reading (one warp per program was fastest, more pipelining did
-not help); no hardware counters were read. In the T sweep (B=1, H=40, fp32; benchmarks/
-results/gdn_sweep_h200_2026-11-30.json) one sequence does not fill the GPU at short T:
+up by the latency of its small per-block steps is our reading (one warp per program was
+fastest, more pipelining did not help); no hardware counters were read. In the T sweep
+(B=1, H=40, fp32; benchmarks/results/gdn_sweep_h200_2026-11-30.json) one sequence does
+not fill the GPU at short T:
 at T=1024 the recurrent kernel is faster forward and forward + backward, at T=2048
 forward only, and from T=4096 on this kernel is the fastest hymo path.
 """
@@ -113,6 +114,13 @@ import triton
 import triton.language as tl
 
 from hymo_mini.gdn import check_gdn_inputs
+from hymo_mini.gdn_triton_states import (
+    _chunk_delta_kernel,
+    _rows,
+    _state_bwd_kernel,
+    _state_fwd_kernel,
+    _state_scan_kernel,
+)
 
 __all__ = ["triton_chunk_gated_delta_rule", "ChunkGatedDeltaRuleFunction", "CONFIGS",
            "BLOCKS", "INTERPRET", "DOT_PRECISION"]
@@ -157,107 +165,6 @@ INTERPRET_CONFIGS = {
 # Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);
 # states (B·H, NC, S, D) fp32. Step t of (i_b, i_h) is row (i_b·T + t)·H + i_h.
 # --------------------------------------------------------------------------------------
-@triton.jit
-def _rows(p, row0, o_t, m_t, o_x, m_x, W: tl.constexpr, H: tl.constexpr):
-    """Load rows t of a (B, T, H, W) tensor as fp32: [len(o_t), len(o_x)]."""
-    ptrs = p + (row0 + o_t[:, None] * H) * W + o_x[None, :]
-    return tl.load(ptrs, mask=m_t[:, None] & m_x[None, :], other=0.0).to(tl.float32)
-
-
-@triton.jit
-def _state_fwd_kernel(b, v, g, A, h0, hs, ht, T,
-                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                      BS: tl.constexpr, BD: tl.constexpr, NS: tl.constexpr, ND: tl.constexpr,
-                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                      NUM_STAGES: tl.constexpr, PRECISION: tl.constexpr):
-    """A (BS, BD) block of the state of one (b, h), chunk after chunk: stores H_k."""
-    i_bh, i_sd = tl.program_id(0) // (NS * ND), tl.program_id(0) % (NS * ND)
-    i_s, i_d = i_sd // ND, i_sd % ND  # which (BS, BD) block of the state
-    i_b, i_h = i_bh // H, i_bh % H
-    NC = tl.cdiv(T, BC)
-    o_c, o_s, o_d = tl.arange(0, BC), i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
-    m_s, m_d = o_s < S, o_d < D
-    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
-    o_state = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
-    b_h = tl.zeros([BS, BD], dtype=tl.float32)
-    if USE_H0:
-        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_state, mask=m_h, other=0.0)
-    row0 = i_b.to(tl.int64) * T * H + i_h
-    p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_state
-    for i_c in tl.range(0, NC, num_stages=NUM_STAGES):
-        tl.store(p_hs + i_c * S * D, b_h, mask=m_h)  # the state chunk i_c starts with
-        o_t = i_c * BC + o_c
-        m_t = o_t < T  # padding steps: g = 0 (no decay), b = 0 (no write)
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
-        b_L = tl.cumsum(b_g, axis=0)  # [BC] gate summed from the chunk start
-        b_Lend = tl.sum(tl.where(o_c == BC - 1, b_L, 0.0), axis=0)
-        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
-        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
-        b_b = b_b * tl.exp((b_Lend - b_L)[:, None] * b_A[None, :])  # decayed to chunk end
-        b_h = b_h * tl.exp(b_Lend * b_A)[:, None]
-        b_h += tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
-    if STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * S * D + o_state, b_h, mask=m_h)
-
-
-@triton.jit
-def _chunk_delta_kernel(b, v, g, A, hs, decay, T,
-                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                        BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
-    """What one chunk of one (b, h) adds to the state, on its own: ΔH_k = Σ_s (b_s ⊙
-    exp((L_end - L_s) A)) ⊗ v_s into hs[k], and its decay exp(L_end A) into decay[k]."""
-    i_c, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    NC = tl.cdiv(T, BC)
-    o_c, o_s, o_d = tl.arange(0, BC), tl.arange(0, BS), tl.arange(0, BD)
-    m_s, m_d = o_s < S, o_d < D
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
-    row0 = i_b.to(tl.int64) * T * H + i_h
-    o_t = i_c * BC + o_c
-    m_t = o_t < T  # padding steps: g = 0 (no decay), b = 0 (no write)
-    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
-    b_L = tl.cumsum(b_g, axis=0)  # [BC] gate summed from the chunk start
-    b_Lend = tl.sum(tl.where(o_c == BC - 1, b_L, 0.0), axis=0)
-    b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
-    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
-    b_b = b_b * tl.exp((b_Lend - b_L)[:, None] * b_A[None, :])  # decayed to the chunk end
-    b_dh = tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
-    i_k = i_bh.to(tl.int64) * NC + i_c
-    tl.store(hs + i_k * S * D + o_s[:, None] * D + o_d[None, :], b_dh,
-             mask=m_s[:, None] & m_d[None, :])
-    tl.store(decay + i_k * S + o_s, tl.exp(b_Lend * b_A), mask=m_s)
-
-
-@triton.jit
-def _state_scan_kernel(hs, decay, h0, ht, T,
-                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                       BS: tl.constexpr, BD: tl.constexpr, NS: tl.constexpr, ND: tl.constexpr,
-                       USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                       NUM_STAGES: tl.constexpr):
-    """A (BS, BD) block of the state of one (b, h): H_{k+1} = decay_k ⊙ H_k + ΔH_k, in
-    place: hs[k] holds ΔH_k on entry and H_k, the state chunk k starts with, on exit."""
-    i_bh, i_sd = tl.program_id(0) // (NS * ND), tl.program_id(0) % (NS * ND)
-    i_s, i_d = i_sd // ND, i_sd % ND
-    NC = tl.cdiv(T, BC)
-    o_s, o_d = i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
-    m_s, m_d = o_s < S, o_d < D
-    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
-    o_state = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_h = tl.zeros([BS, BD], dtype=tl.float32)
-    if USE_H0:
-        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_state, mask=m_h, other=0.0)
-    p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_state
-    p_decay = decay + i_bh.to(tl.int64) * NC * S + o_s
-    for i_c in tl.range(0, NC, num_stages=NUM_STAGES):
-        b_dh = tl.load(p_hs + i_c * S * D, mask=m_h, other=0.0)  # [BS, BD] ΔH_k
-        b_e = tl.load(p_decay + i_c * S, mask=m_s, other=0.0)  # [BS]
-        tl.store(p_hs + i_c * S * D, b_h, mask=m_h)
-        b_h = b_h * b_e[:, None] + b_dh
-    if STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * S * D + o_state, b_h, mask=m_h)
-
-
 @triton.jit
 def _gate_sums(b_g, o_i, BT: tl.constexpr):
     """Gate summed from the block start, l [BT], and over the whole block, l_end."""
@@ -350,45 +257,6 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
         b_bH = b_b * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS]
         b_h = b_h * tl.exp(b_lend * b_A)[:, None]
         b_h += tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
-
-
-@triton.jit
-def _state_bwd_kernel(c, g, A, do, dht, dhs, dh0, T,
-                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                      BS: tl.constexpr, BD: tl.constexpr, NS: tl.constexpr, ND: tl.constexpr,
-                      USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
-                      NUM_STAGES: tl.constexpr, PRECISION: tl.constexpr):
-    """A (BS, BD) block of the state gradient of one (b, h), right to left: stores the
-    gradient at each chunk's end, and at the start (d initial_state)."""
-    i_bh, i_sd = tl.program_id(0) // (NS * ND), tl.program_id(0) % (NS * ND)
-    i_s, i_d = i_sd // ND, i_sd % ND  # which (BS, BD) block of the state
-    i_b, i_h = i_bh // H, i_bh % H
-    NC = tl.cdiv(T, BC)
-    o_c, o_s, o_d = tl.arange(0, BC), i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
-    m_s, m_d = o_s < S, o_d < D
-    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
-    o_state = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
-    b_dh = tl.zeros([BS, BD], dtype=tl.float32)
-    if USE_DHT:
-        b_dh += tl.load(dht + i_bh.to(tl.int64) * S * D + o_state, mask=m_h, other=0.0)
-    row0 = i_b.to(tl.int64) * T * H + i_h
-    p_dhs = dhs + i_bh.to(tl.int64) * NC * S * D + o_state
-    for k in tl.range(0, NC, num_stages=NUM_STAGES):
-        i_c = NC - 1 - k
-        tl.store(p_dhs + i_c * S * D, b_dh, mask=m_h)  # gradient at the end of chunk i_c
-        o_t = i_c * BC + o_c
-        m_t = o_t < T
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
-        b_L = tl.cumsum(b_g, axis=0)  # [BC]
-        b_Lend = tl.sum(tl.where(o_c == BC - 1, b_L, 0.0), axis=0)
-        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
-        b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
-        b_c = b_c * tl.exp(b_L[:, None] * b_A[None, :])  # decayed from the chunk start
-        b_dh = b_dh * tl.exp(b_Lend * b_A)[:, None]
-        b_dh += tl.dot(tl.trans(b_c), b_do, input_precision=PRECISION)  # [BS, BD]
-    if STORE_DH0:
-        tl.store(dh0 + i_bh.to(tl.int64) * S * D + o_state, b_dh, mask=m_h)
 
 
 @triton.jit
