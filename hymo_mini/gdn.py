@@ -204,12 +204,21 @@ def _auto_backend(v: torch.Tensor) -> str:
     CUDA: the chunked Triton kernel (fastest forward+backward at training lengths on the
     H200, see benchmarks/results/), the recurrent kernel for short sequences (T < 64, e.g.
     decoding) where a chunk would be mostly empty, and the PyTorch chunked form for fp64
-    (the kernels compute in fp32).
+    (the kernels compute in fp32). Between the two kernels the H200's T sweep decides
+    (gdn_sweep_h200_2026-11-30.json, B·H = 40): with few (batch, head) pairs the chunked
+    kernel has a fixed cost of about half a millisecond, and the recurrent one, about
+    0.25 µs a step forward and 1 µs forward + backward, was faster in both directions at
+    T = 1024 and slower forward + backward from T = 2048. So the recurrent kernel also
+    runs T ≤ 1024 when B·H ≤ 160. The crossover was measured at B·H = 40 only; at
+    B·H = 160 (B=4, T=4096) the recurrent kernel's time per step was the same, which is
+    why the rule extends that far. Beyond it, untested, the chunked kernel is kept.
     CPU: the chunked PyTorch form (several times faster than the loop, and far faster than
     any kernel under the Triton interpreter), else the plain loop.
     """
     if v.device.type == "cuda" and v.dtype != torch.float64:
-        order = ("triton", "triton_chunk") if v.shape[1] < 64 else ("triton_chunk", "triton")
+        B, T, H = v.shape[:3]
+        recurrent = T < 64 or (T <= 1024 and B * H <= 160)
+        order = ("triton", "triton_chunk") if recurrent else ("triton_chunk", "triton")
         for name in order:
             if _available(name):
                 return name

@@ -116,8 +116,8 @@ def test_dispatcher_triton_backend_matches_reference():
     assert rel_err(o, o_ref) < 2e-5 and rel_err(final, final_ref) < 2e-5
 
 
-def _fake_cuda(T: int, dtype=torch.float32):
-    return types.SimpleNamespace(device=torch.device("cuda"), dtype=dtype, shape=(1, T, 1, 1))
+def _fake_cuda(T: int, dtype=torch.float32, B: int = 1, H: int = 1):
+    return types.SimpleNamespace(device=torch.device("cuda"), dtype=dtype, shape=(B, T, H, 1))
 
 
 def test_auto_picks_triton_on_cuda_tensors(monkeypatch):
@@ -127,6 +127,11 @@ def test_auto_picks_triton_on_cuda_tensors(monkeypatch):
     assert gdn._auto_backend(_fake_cuda(4096)) == "triton_chunk"  # the chunked kernel
     assert gdn._auto_backend(_fake_cuda(1)) == "triton"  # decoding: the recurrent kernel
     assert gdn._auto_backend(_fake_cuda(4096, torch.float64)) == "chunk"  # kernels are fp32
+    # the H200 sweep's crossover (B·H = 40): recurrent up to T = 1024, chunked from 2048;
+    # many (batch, head) pairs (unmeasured at short T) keep the chunked kernel
+    assert gdn._auto_backend(_fake_cuda(1024, H=40)) == "triton"
+    assert gdn._auto_backend(_fake_cuda(2048, H=40)) == "triton_chunk"
+    assert gdn._auto_backend(_fake_cuda(1024, B=64, H=40)) == "triton_chunk"
 
 
 def test_auto_never_picks_a_kernel_on_cpu():
