@@ -58,8 +58,8 @@ def _time(fn, inputs, do, device, o_first, grad=True):
 
 
 def sweep(fn, inputs, do, device):
-    """One setting changed at a time, from the current CONFIGS: the state kernel's split
-    and warps (forward time), then for each block size the output kernel's warps (forward
+    """One setting changed at a time, from the current CONFIGS: the chunk-state kernels'
+    splits and warps (forward time), then for each block size the output kernel's warps (forward
     time), then the chunk backward's warps (forward + backward time); the best of each
     stays for the next."""
     rows, o_first = [], None
@@ -86,12 +86,10 @@ def sweep(fn, inputs, do, device):
         gtc.CONFIGS.update(choice)
         return choice
 
-    pick([{"state_fwd_mode": "loop", "state_fwd": dict(split=sp, num_warps=w, num_stages=st)}
-          for sp, w, st in [(16, 1, 3), (16, 1, 4), (16, 2, 3), (32, 2, 3)]]
-         + [{"state_fwd_mode": "scan", "chunk_delta": dict(num_warps=cw, num_stages=1),
-             "state_scan": dict(split=sp, num_warps=w, num_stages=st)}
-            for cw, sp, w, st in [(2, 16, 1, 3), (4, 16, 1, 3), (1, 16, 1, 3), (2, 8, 1, 3),
-                                  (2, 16, 1, 4), (2, 32, 2, 3), (2, 32, 4, 4)]],
+    pick([{"chunk_delta": dict(num_warps=cw, num_stages=1),
+           "state_scan": dict(split=sp, num_warps=w, num_stages=st)}
+          for cw, sp, w, st in [(1, 16, 1, 3), (2, 16, 1, 3), (4, 16, 1, 3), (1, 8, 1, 3),
+                                (1, 16, 1, 4), (1, 32, 2, 3), (1, 32, 4, 4)]],
          False, "fwd_ms")
     pick([{"state_bwd": dict(split=sp, num_warps=w, num_stages=st)}
           for sp, w, st in [(16, 2, 3), (16, 1, 3), (32, 2, 3), (32, 4, 3)]], True,
@@ -111,8 +109,8 @@ def sweep(fn, inputs, do, device):
         row, _ = _time(fn, inputs, do, device, o_first)
         final.append({**row, "block": block, **cfg})
         print("   best", final[-1], flush=True)
-    return {"trials": rows, "per_block": final, "state": {k: gtc.CONFIGS[k] for k in
-                                                         ("state_fwd", "state_bwd")}}
+    state = ("chunk_delta", "state_scan", "state_bwd")
+    return {"trials": rows, "per_block": final, "state": {k: gtc.CONFIGS[k] for k in state}}
 
 
 def main(argv=None):
@@ -126,7 +124,8 @@ def main(argv=None):
     B, T, H, S, D = bench.parse_shape(args.shape)
     inputs, do = bench.make_inputs(B, T, H, S, D, bench.DTYPES[args.dtype], device)
     fn = bench.hymo_backend("triton_chunk")
-    report = {"shape": args.shape, "dtype": args.dtype, "configs": gtc.CONFIGS}
+    report = {"environment": bench.environment(device), "shape": args.shape,
+              "dtype": args.dtype, "configs": gtc.CONFIGS}
     report["kernels_us"] = kernel_times(bench.forward_backward(fn, inputs, do))
     for name, us in sorted(report["kernels_us"].items(), key=lambda kv: -kv[1]):
         print(f"  {us:9.1f} us  {name[:90]}", flush=True)

@@ -69,6 +69,7 @@ __all__ = [
     "delta_rule_ref",
     "gated_delta_rule",
     "check_gdn_inputs",
+    "empty_sequence",
     "BACKENDS",
     "GatedDeltaNetBlock",
 ]
@@ -118,6 +119,15 @@ def check_gdn_inputs(v, b, c, g, A, initial_state=None) -> None:
         # one reduction, one host sync (on a GPU each bool() waits for the device)
         if not bool(torch.isfinite(g).all() & torch.isfinite(A).all()):
             raise ValueError("the decay g * A must be finite: g or A contains inf or nan")
+
+
+def empty_sequence(v, b, initial_state, output_final_state):
+    """The result for T = 0, where a kernel has nothing to run: an empty o, and the state
+    passed through unchanged (fp32; zeros without an initial state)."""
+    B, _, H, D = v.shape
+    state = (initial_state.float() if initial_state is not None
+             else v.new_zeros(B, H, b.shape[-1], D, dtype=torch.float32))
+    return v.new_zeros(B, 0, H, D), (state if output_final_state else None)
 
 
 def gated_delta_rule_ref(v, b, c, g, A, initial_state=None):

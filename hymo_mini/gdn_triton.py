@@ -61,7 +61,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.gdn import check_gdn_inputs
+from hymo_mini.gdn import check_gdn_inputs, empty_sequence
 
 __all__ = ["triton_gated_delta_rule", "GatedDeltaRuleFunction", "CONFIGS", "INTERPRET"]
 
@@ -339,12 +339,8 @@ def triton_gated_delta_rule(v, b, c, g, A, initial_state=None, output_final_stat
             "the Triton GDN kernel needs a CUDA GPU, or the Triton interpreter on CPU: set "
             "TRITON_INTERPRET=1 before hymo_mini.gdn_triton is imported, or use "
             "gated_delta_rule(..., backend='eager').")
-    B, T, H, D = v.shape
-    if T == 0:  # nothing to run: o is empty and the state passes through unchanged
-        o = v.new_zeros(B, 0, H, D)
-        state = (initial_state.float() if initial_state is not None
-                 else v.new_zeros(B, H, b.shape[-1], D, dtype=torch.float32))
-        return o, (state if output_final_state else None)
+    if v.shape[1] == 0:
+        return empty_sequence(v, b, initial_state, output_final_state)
     inputs = [t for t in (v, b, c, g, A, initial_state) if t is not None]
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
     # checkpoints only when a backward can follow: inference keeps nothing

@@ -6,11 +6,10 @@
 GPU's tensor cores. Two lengths are in play:
 
 * **Chunks of BC = 64 steps** are where the state is written to memory: H_k, the state
-  chunk k starts with (S·D fp32 per 64 steps). By default ("scan") a parallel kernel
-  computes what each chunk adds on its own, ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s,
-  and a light sequential kernel per (batch, head) chains them, H_{k+1} = exp(L_end A) ⊙
-  H_k + ΔH_k; "loop" does both in one sequential kernel (slower at long T, where few
-  (batch, head) pairs leave the GPU idle).
+  chunk k starts with (S·D fp32 per 64 steps). A parallel kernel computes what each chunk
+  adds on its own, ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s, and a light sequential
+  kernel per (batch, head) chains them, H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k
+  (``hymo_mini.gdn_triton_states``).
 * **Blocks of BT = 16 steps** are where the decay-weighted attention is computed. A
   program per (chunk, batch, head) loads H_k and walks its blocks, carrying the state on
   chip: o = (c ⊙ exp(l A)) H + W v, H ← exp(l_end A) ⊙ H + (b ⊙ exp((l_end - l) A))^T v,
@@ -113,12 +112,11 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.gdn import check_gdn_inputs
+from hymo_mini.gdn import check_gdn_inputs, empty_sequence
 from hymo_mini.gdn_triton_states import (
     _chunk_delta_kernel,
     _rows,
     _state_bwd_kernel,
-    _state_fwd_kernel,
     _state_scan_kernel,
 )
 
@@ -129,18 +127,17 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DOT_PRECISION = "tf32"  # "ieee" for full fp32 products (slower), "tf32x3" in between
 
 # Launch parameters per kernel, from one sweep on an H200 at B=4, T=4096, H=40, S=D=32 fp32
-# (benchmarks/gdn_chunk_profile.py --sweep; 2026-11-30; differences under ~5% were noise).
+# (benchmarks/gdn_chunk_profile.py --sweep -> benchmarks/results/chunk_sweep_h200_2026-11-30
+# .json; differences under ~5% were noise).
 # "split": the (split x split) block of the state a sequential program owns (its (n, d)
 # entries evolve independently, so 4 programs share one (b, h) at S = D = 32).
-# "block" 16 was the fastest (forward + backward 1.76-1.88 ms; 32: 2.6 ms; 64: 3.5 ms).
-# 64 is not offered: with TF32 products its gate gradient at strong decay missed the test
-# tolerance on the H200 (the in-block prefix sums of dlog cancel more terms in longer
-# blocks); 32 passes.
+# "block" 16 was the fastest (forward + backward 1.76-1.88 ms; 32: 2.6-2.7 ms; 64: 3.5-3.7
+# ms). 64 is not offered: with TF32 products its gate gradient at strong decay missed the
+# test tolerance on the H200 (probably because the in-block prefix sums of dlog cancel more
+# terms in longer blocks); 32 passes.
 CONFIGS = {
-    "chunk": 64,  # BC: steps per stored state (128 was slower)
+    "chunk": 64,  # BC: steps per stored state
     "block": 16,  # BT: steps per attention block: 16 or 32
-    "state_fwd_mode": "scan",  # "loop": one sequential kernel; "scan": parallel + scan
-    "state_fwd": dict(split=16, num_warps=1, num_stages=4),
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -151,8 +148,6 @@ BLOCKS = (16, 32)
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
-    "state_fwd_mode": "loop",
-    "state_fwd": dict(split=1 << 30, num_warps=1, num_stages=1),
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -230,15 +225,16 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
     NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
-    p_h = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
-    b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] fp32
+    b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
+                  other=0.0)  # [BS, BD] fp32, the state the chunk starts with
     row0 = i_b.to(tl.int64) * T * H + i_h
     for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
         if STORE_HB:
             i_blk = i_c * (BC // BT) + i_t
-            p_hb = hb + (i_bh.to(tl.int64) * NB + i_blk) * S * D
-            tl.store(p_hb + o_s[:, None] * D + o_d[None, :], b_h, mask=m_s[:, None] & m_d[None, :])
+            tl.store(hb + (i_bh.to(tl.int64) * NB + i_blk) * S * D + o_sd, b_h, mask=m_h)
         o_t = i_c * BC + i_t * BT + o_i
         m_t = o_t < T
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
@@ -347,36 +343,30 @@ def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
     B, T, H, D = v.shape
     S = b.shape[-1]
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
-    cfg = _config("state_fwd")
-    BS, BD, NS, ND = _split(S, D, cfg["split"])
-    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
-    ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    if _config("state_fwd_mode") == "loop":  # one sequential kernel
-        _state_fwd_kernel[(B * H * NS * ND,)](
-            b, v, g, A, h0, hs, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
-            USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
-            PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"])
-    else:  # "scan": every chunk's ΔH in parallel, then a light sequential scan
-        decay = v.new_empty(B * H, NC, S, dtype=torch.float32)
-        BS, BD = _blocks(S, D)
-        cfg = _config("chunk_delta")
-        _chunk_delta_kernel[(NC, B * H)](
-            b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
-            PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-        cfg = _config("state_scan")
-        BS = min(triton.next_power_of_2(S), cfg["split"])
-        BD = min(triton.next_power_of_2(D), cfg["split"])
-        NS, ND = triton.cdiv(S, BS), triton.cdiv(D, BD)
-        _state_scan_kernel[(B * H * NS * ND,)](
-            hs, decay, h0, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
-            USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
-            num_warps=cfg["num_warps"])
-    cfg = _config("output_fwd")
-    BS, BD = _blocks(S, D)
     BT = _config("block")
     if BT not in BLOCKS or BT > BC:
         raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
                          f"({BC}), got {BT}")
+    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
+    ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
+    # the chunk states: every chunk's ΔH in parallel (into hs), then the scan (in place)
+    decay = v.new_empty(B * H, NC, S, dtype=torch.float32)
+    BS, BD = _blocks(S, D)
+    cfg = _config("chunk_delta")
+    _chunk_delta_kernel[(NC, B * H)](
+        b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
+        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    cfg = _config("state_scan")
+    BS = min(triton.next_power_of_2(S), cfg["split"])  # no tl.dot: no minimum of 16
+    BD = min(triton.next_power_of_2(D), cfg["split"])
+    NS, ND = triton.cdiv(S, BS), triton.cdiv(D, BD)
+    _state_scan_kernel[(B * H * NS * ND,)](
+        hs, decay, h0, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
+        USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
+        num_warps=cfg["num_warps"])
+    # the outputs, block by block
+    cfg = _config("output_fwd")
+    BS, BD = _blocks(S, D)
     o = torch.empty_like(v)
     # the backward needs the state at each block's start: the chunk states if a block is a
     # chunk, else the forward stores them (B·H·⌈T/BT⌉·S·D fp32)
@@ -451,10 +441,7 @@ def triton_chunk_gated_delta_rule(v, b, c, g, A, initial_state=None, output_fina
             "the chunked Triton GDN kernel needs a CUDA GPU, or the Triton interpreter on "
             "CPU: set TRITON_INTERPRET=1 before hymo_mini.gdn_triton_chunk is imported, or "
             "use gated_delta_rule(..., backend='chunk').")
-    B, T, H, D = v.shape
-    if T == 0:  # nothing to run: o is empty and the state passes through unchanged
-        state = (initial_state.float() if initial_state is not None
-                 else v.new_zeros(B, H, b.shape[-1], D, dtype=torch.float32))
-        return v.new_zeros(B, 0, H, D), (state if output_final_state else None)
+    if v.shape[1] == 0:
+        return empty_sequence(v, b, initial_state, output_final_state)
     return ChunkGatedDeltaRuleFunction.apply(v, b, c, g, A, initial_state,
                                              bool(output_final_state))

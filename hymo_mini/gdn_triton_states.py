@@ -4,14 +4,16 @@ starts with (forward) and the state gradient at each chunk's end (backward).
     forward    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k,   ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s
     backward   dH_k = exp(L_end A) ⊙ dH_{k+1} + Σ_t (c_t ⊙ exp(L_t A)) ⊗ do_t
 
-with L the gate summed from the chunk start. The forward has two forms: one sequential
-kernel per (batch, head, block of the state) that walks the chunks ("loop"), or a kernel
-with one program per chunk for every ΔH_k followed by a light sequential scan that only
-multiplies and adds S x D states ("scan", the default: it keeps the GPU busy when few
-(batch, head) pairs are running). The backward is the sequential form, right to left.
-The (n, d) entries of a state evolve independently, so a sequential program may own a
-(BS, BD) block of it. ``hymo_mini.gdn_triton_chunk`` launches these and does the in-chunk
-work; its docstring has the derivation.
+with L the gate summed from the chunk start. The forward runs in two kernels: one program
+per chunk computes every ΔH_k at once, then a light sequential scan per (batch, head,
+block of the state) only multiplies and adds S x D states. (One sequential kernel that
+also computed the ΔH_k as it went was timed too, on the H200 at B=4, T=4096 (benchmarks/
+results/chunk_sweep_h200_2026-11-30.json): no faster, 0.79-0.87 ms against 0.77 ms for the
+whole forward; it was dropped.) The backward
+is one sequential kernel, right to left. The (n, d) entries of a state evolve
+independently, so a sequential program may own a (BS, BD) block of it.
+``hymo_mini.gdn_triton_chunk`` launches these and does the in-chunk work; its docstring
+has the derivation.
 """
 
 from __future__ import annotations
@@ -30,43 +32,6 @@ def _rows(p, row0, o_t, m_t, o_x, m_x, W: tl.constexpr, H: tl.constexpr):
     """Load rows t of a (B, T, H, W) tensor as fp32: [len(o_t), len(o_x)]."""
     ptrs = p + (row0 + o_t[:, None] * H) * W + o_x[None, :]
     return tl.load(ptrs, mask=m_t[:, None] & m_x[None, :], other=0.0).to(tl.float32)
-
-
-@triton.jit
-def _state_fwd_kernel(b, v, g, A, h0, hs, ht, T,
-                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
-                      BS: tl.constexpr, BD: tl.constexpr, NS: tl.constexpr, ND: tl.constexpr,
-                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                      NUM_STAGES: tl.constexpr, PRECISION: tl.constexpr):
-    """A (BS, BD) block of the state of one (b, h), chunk after chunk: stores H_k."""
-    i_bh, i_sd = tl.program_id(0) // (NS * ND), tl.program_id(0) % (NS * ND)
-    i_s, i_d = i_sd // ND, i_sd % ND  # which (BS, BD) block of the state
-    i_b, i_h = i_bh // H, i_bh % H
-    NC = tl.cdiv(T, BC)
-    o_c, o_s, o_d = tl.arange(0, BC), i_s * BS + tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
-    m_s, m_d = o_s < S, o_d < D
-    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
-    o_state = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
-    b_h = tl.zeros([BS, BD], dtype=tl.float32)
-    if USE_H0:
-        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_state, mask=m_h, other=0.0)
-    row0 = i_b.to(tl.int64) * T * H + i_h
-    p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_state
-    for i_c in tl.range(0, NC, num_stages=NUM_STAGES):
-        tl.store(p_hs + i_c * S * D, b_h, mask=m_h)  # the state chunk i_c starts with
-        o_t = i_c * BC + o_c
-        m_t = o_t < T  # padding steps: g = 0 (no decay), b = 0 (no write)
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
-        b_L = tl.cumsum(b_g, axis=0)  # [BC] gate summed from the chunk start
-        b_Lend = tl.sum(tl.where(o_c == BC - 1, b_L, 0.0), axis=0)
-        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
-        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
-        b_b = b_b * tl.exp((b_Lend - b_L)[:, None] * b_A[None, :])  # decayed to chunk end
-        b_h = b_h * tl.exp(b_Lend * b_A)[:, None]
-        b_h += tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
-    if STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * S * D + o_state, b_h, mask=m_h)
 
 
 @triton.jit

@@ -67,11 +67,10 @@ def test_block_size_checked(monkeypatch):
 @pytest.mark.triton
 @pytest.mark.parametrize("split", [8, 1 << 30])
 def test_parallel_state_scan(monkeypatch, split):
-    """The forward's chunk states by the parallel ΔH kernel and the scan (whole state or
-    8 x 8 blocks of it, S = 12: masked) instead of the sequential kernel."""
+    """The scan of the forward's chunk states over the whole state or 8 x 8 blocks of it
+    (S = 12: masked blocks)."""
     monkeypatch.setattr(gtc, ACTIVE, dict(
-        getattr(gtc, ACTIVE), state_fwd_mode="scan",
-        state_scan=dict(split=split, num_warps=1, num_stages=1)))
+        getattr(gtc, ACTIVE), state_scan=dict(split=split, num_warps=1, num_stages=1)))
     check(2, 45, 2, 12, 20, torch.float32, 1.0, True, True)
 
 
