@@ -2,18 +2,18 @@
 
     H_t = exp(g_t * A) ⊙ H_{t-1} + b_t ⊗ v_t,    o_t = c_t^T H_t
 
-Backends: every hymo_mini dispatcher backend that imports ("eager", "chunk", "triton",
-"triton_chunk"; "triton_kernel" is the recurrent kernel's autograd Function called without
-the dispatcher and its input checks, "triton_chunk_kernel" the same for the chunked kernel:
-the checks' small reductions and one host sync are a fixed cost per call that fla does not
-pay), and the peer, flash-linear-attention's GLA kernels
-called so that they compute exactly this recurrence: q = c, k = b, gk = g[..., None] * A
+Backends: every hymo_mini backend of the gla rule that can run ("naive", "chunk_torch",
+"recurrent_triton", "chunk_triton"; "recurrent_triton_kernel" is the recurrent kernel's
+autograd Function called without the dispatcher and its input checks,
+"chunk_triton_kernel" the same for the chunked kernel: the checks' small reductions and one
+host sync are a fixed cost per call that fla does not pay), and the peer,
+flash-linear-attention's GLA kernels called so that they compute exactly this recurrence: q = c, k = b, gk = g[..., None] * A
 (a natural-log decay per state dimension), scale = 1.0, layout [B, T, H, *]:
 
     fla_fused_recurrent   fla.ops.gla.fused_recurrent_gla(c, b, v, gk=gk, scale=1.0)
     fla_chunk             fla.ops.gla.chunk_gla(c, b, v, g=gk, scale=1.0)
 
-For each shape and dtype: every backend's output is first checked against the eager loop
+For each shape and dtype: every backend's output is first checked against the naive loop
 (run in fp32 on the same, already rounded inputs), gradients too where the loop's backward
 is affordable (T <= --grad-check-max-T, else against fla_fused_recurrent, whose gate
 gradient is itself approximate); a backend is timed only if its output agrees:
@@ -27,7 +27,7 @@ Usage (on the GPU machine):
 
     python3 benchmarks/gdn.py --out benchmarks/results/gdn_h200.json
     python3 benchmarks/gdn.py --shapes B4_T4096_H40 --dtypes float32 \
-        --backends triton fla_fused_recurrent       # a restricted run
+        --backends recurrent_triton fla_fused_recurrent       # a restricted run
     python3 benchmarks/gdn.py --sweep-T              # also B=1, H=40, T = 1k .. 64k
     python3 benchmarks/gdn.py --tune                 # time the kernel's launch configs first
 
@@ -53,10 +53,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hymo_mini import gdn  # noqa: E402
+from hymo_mini import ops  # noqa: E402
 
-HYMO_BACKENDS = ["eager", "chunk", "triton", "triton_kernel", "triton_chunk",
-                 "triton_chunk_kernel"]
+HYMO_BACKENDS = ["naive", "chunk_torch", "recurrent_triton", "recurrent_triton_kernel",
+                 "chunk_triton", "chunk_triton_kernel"]
 FLA_BACKENDS = ["fla_fused_recurrent", "fla_chunk"]
 DEFAULT_SHAPES = ["B4_T4096_H40", "B1_T16384_H40"]
 SWEEP_T = [1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -65,15 +65,15 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 # ------------------------------------------------------------------------------ backends
 def hymo_backend(name):
-    if name == "triton_kernel":  # the autograd Function alone: no input checks, no dispatch
-        from hymo_mini.gdn_triton import GatedDeltaRuleFunction
-        return lambda v, b, c, g, A: GatedDeltaRuleFunction.apply(
+    if name == "recurrent_triton_kernel":  # the autograd Function alone: no input checks, no dispatch
+        from hymo_mini.ops.gla.recurrent_triton import RecurrentGLAFunction
+        return lambda v, b, c, g, A: RecurrentGLAFunction.apply(
             v, b, c, g, A, None, False, torch.is_grad_enabled())[0]
-    if name == "triton_chunk_kernel":  # likewise for the chunked kernel
-        from hymo_mini.gdn_triton_chunk import ChunkGatedDeltaRuleFunction
-        return lambda v, b, c, g, A: ChunkGatedDeltaRuleFunction.apply(
+    if name == "chunk_triton_kernel":  # likewise for the chunked kernel
+        from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
+        return lambda v, b, c, g, A: ChunkGLAFunction.apply(
             v, b, c, g, A, None, False)[0]
-    return lambda v, b, c, g, A: gdn.gated_delta_rule(v, b, c, g, A, backend=name)[0]
+    return lambda v, b, c, g, A: ops.gated_linear_attention(v, b, c, g, A, backend=name)[0]
 
 
 def fla_backend(name):
@@ -90,9 +90,8 @@ def fla_backend(name):
 def available_backends(device):
     found = {}
     for name in HYMO_BACKENDS:
-        module = {"triton_kernel": "triton", "triton_chunk_kernel": "triton_chunk"}.get(name, name)
-        if gdn._available(module) and (not name.startswith("triton")
-                                       or gdn._triton_usable(device)):
+        triton = "triton" in name
+        if not triton or (ops._triton_installed() and ops.triton_usable(device)):
             found[name] = hymo_backend(name)
     if device.type == "cuda":
         try:
@@ -195,14 +194,14 @@ def bench_shape(shape, dtype_name, backends, args, device):
              "tolerance": tol, "checks": {}, "results": {}}
     # the oracle: the eager loop in fp32 on the rounded inputs
     ref_inputs = [t.float() for t in inputs]
-    eager = hymo_backend("eager")
+    eager = hymo_backend("naive")
     o_ref = forward(eager, ref_inputs)()
     grads_ref, grads_source = None, None
     if T <= args.grad_check_max_T:
         start = time.perf_counter()
         grads_ref = forward_backward(eager, ref_inputs, do.float())()
         sync(device)
-        grads_source = "eager"
+        grads_source = "naive"
         entry["eager_fwdbwd_ms_single_run"] = (time.perf_counter() - start) * 1e3
     elif "fla_fused_recurrent" in backends:
         grads_ref = forward_backward(backends["fla_fused_recurrent"], inputs, do)()
@@ -211,7 +210,7 @@ def bench_shape(shape, dtype_name, backends, args, device):
         check = {}
         try:
             check["o"] = rel_err(forward(fn, inputs)(), o_ref)
-            if grads_ref is not None and name != "eager" and name != grads_source:
+            if grads_ref is not None and name != "naive" and name != grads_source:
                 grads = forward_backward(fn, inputs, do)()
                 check["grads_vs"] = grads_source
                 for n, gr, gr_ref in zip(GRAD_NAMES, grads, grads_ref, strict=True):
@@ -227,7 +226,7 @@ def bench_shape(shape, dtype_name, backends, args, device):
         if not entry["checks"][name]["agrees"]:
             continue
         result = {}
-        if name == "eager":
+        if name == "naive":
             if T > args.eager_max_T:
                 continue
             result["fwd_ms"] = time_ms(forward(fn, inputs), device, slow=True)
@@ -241,8 +240,9 @@ def bench_shape(shape, dtype_name, backends, args, device):
         entry["results"][name] = result
         print(f"  time  {shape} {dtype_name} {name:20s} {result}", flush=True)
     ratios = {}
-    for name in ("triton", "triton_kernel", "triton_chunk", "triton_chunk_kernel", "chunk"):
-        for peer in ("fla_fused_recurrent", "fla_chunk", "eager"):
+    for name in ("recurrent_triton", "recurrent_triton_kernel", "chunk_triton",
+                 "chunk_triton_kernel", "chunk_torch"):
+        for peer in ("fla_fused_recurrent", "fla_chunk", "naive"):
             mine, theirs = entry["results"].get(name), entry["results"].get(peer)
             if mine and theirs:
                 ratios[f"{name}/{peer}"] = {k: mine[k] / theirs[k] for k in mine
@@ -262,11 +262,11 @@ def sweep(backends, args, device, out=None, save=lambda: None):
         inputs, do = make_inputs(1, T, 40, 32, 32, DTYPES[dtype_name], device)
         for name, fn in backends.items():
             res = out["results"][name]
-            if name == "eager" and T > args.sweep_eager_max_T:
+            if name == "naive" and T > args.sweep_eager_max_T:
                 res["fwd_ms"].append(None)
                 res["fwdbwd_ms"].append(None)
                 continue
-            slow = name == "eager"
+            slow = name == "naive"
             res["fwd_ms"].append(time_ms(forward(fn, inputs), device, slow=slow))
             res["fwdbwd_ms"].append(None if slow else
                                     time_ms(forward_backward(fn, inputs, do), device))
@@ -288,7 +288,7 @@ TUNE_BWD = [dict(chunk=ch, num_warps=w, num_stages=st) for ch, w, st in
 
 def tune(shape, dtype_name, device):
     """Time the forward and backward kernels alone under each launch config."""
-    from hymo_mini import gdn_triton as kt
+    from hymo_mini.ops.gla import recurrent_triton as kt
     B, T, H, S, D = parse_shape(shape)
     dtype = DTYPES[dtype_name]
     (v, b, c, g, A_log), do = make_inputs(B, T, H, S, D, dtype, device)
@@ -398,15 +398,15 @@ def main(argv=None):
     print(f"{env}\nbackends: {list(backends)}", flush=True)
 
     def save():
-        if "triton" in backends:
-            from hymo_mini import gdn_triton
+        if "recurrent_triton" in backends:
+            from hymo_mini.ops.gla import recurrent_triton as gdn_triton
             report["triton_configs"] = {k: {str(s): c for s, c in v.items()}
                                         for k, v in gdn_triton.CONFIGS.items()}
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(report, indent=1))
 
-    if args.tune and "triton" in backends:
-        from hymo_mini import gdn_triton
+    if args.tune and "recurrent_triton" in backends:
+        from hymo_mini.ops.gla import recurrent_triton as gdn_triton
         report["tune"] = {}
         for dtype_name in args.dtypes:
             result = tune(args.shapes[0], dtype_name, device)

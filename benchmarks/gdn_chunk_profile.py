@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gdn as bench  # noqa: E402
 
-from hymo_mini import gdn_triton_chunk as gtc  # noqa: E402
+from hymo_mini.ops.gla import chunk_triton as gtc  # noqa: E402
 
 
 def kernel_times(fn, runs=5):
@@ -123,7 +123,7 @@ def main(argv=None):
     device = torch.device("cuda")
     B, T, H, S, D = bench.parse_shape(args.shape)
     inputs, do = bench.make_inputs(B, T, H, S, D, bench.DTYPES[args.dtype], device)
-    fn = bench.hymo_backend("triton_chunk")
+    fn = bench.hymo_backend("chunk_triton")
     report = {"environment": bench.environment(device), "shape": args.shape,
               "dtype": args.dtype, "configs": gtc.CONFIGS}
     report["kernels_us"] = kernel_times(bench.forward_backward(fn, inputs, do))

@@ -2,8 +2,8 @@
 
     python benchmarks/mini_step.py [--batch 2] [--seq-len 128] [--repeats 10] [--threads 1,2]
 
-For each GDN backend available on the CPU ("eager", the reference loop, and "chunk", the
-chunkwise-parallel form, if hymo_mini.gdn_chunk exists) it builds the hymo_mini model,
+For each GDN backend of the CPU ("naive", the reference loop, and "chunk_torch", the
+chunkwise-parallel form) it builds the hymo_mini model,
 runs ``model.loss(tokens).backward()`` a few times to warm up, then reports the median
 and spread of ``--repeats`` timed runs. Results go to benchmarks/results/mini_step_cpu.json
 with the hardware, library versions, date and command, so the number can be reproduced
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import importlib.util
 import json
 import os
 import platform
@@ -77,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated torch thread counts to time")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    backends = ["eager"]
-    if importlib.util.find_spec("hymo_mini.gdn_chunk") is not None:
-        backends.append("chunk")
+    backends = ["naive", "chunk_torch"]
     load_before = os.getloadavg()
     thread_counts = sorted({int(n) for n in args.threads.split(",")})
     results = []

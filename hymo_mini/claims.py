@@ -224,23 +224,24 @@ def _costs():
 @functools.lru_cache(maxsize=1)
 def _gdn_block():
     """One production-width GDN block at init (8M parameters) and a probe input."""
-    from hymo_mini.gdn import GatedDeltaNetBlock
+    from hymo_mini.blocks import GDNBlock
 
     torch.manual_seed(0)
-    block = GatedDeltaNetBlock(_m(), layer_idx=1)
+    block = GDNBlock(_m(), layer_idx=1)
     x = torch.randn(1, 32, _m().dim)
     return block, x
 
 
 def _decay(head: int) -> float:
     block, _ = _gdn_block()
-    return round(float(-torch.exp(block.A_log.detach())[head, 0]), 4)  # exp(log 11) ≠ 11 in fp32
+    a = -torch.exp(block.mixer.A_log.detach())  # exp(log 11) ≠ 11 in fp32
+    return round(float(a[head, 0]), 4)
 
 
 def _gate_at_init() -> float:
     block, x = _gdn_block()
     with torch.no_grad():
-        g = block.gdn_inputs(block.norm(x) if block.norm is not None else x)[3]
+        g = block.mixer.gdn_inputs(block.norm(x) if block.norm is not None else x)[3]
     return float(g.mean())
 
 
@@ -248,7 +249,7 @@ def _rotated_gdn_vectors() -> str:
     """Which of v, b, c change when every position is shifted: those are rotated."""
     block, x = _gdn_block()
     with torch.no_grad():
-        at0, at10 = block.gdn_inputs(x, 0), block.gdn_inputs(x, 10)
+        at0, at10 = block.mixer.gdn_inputs(x, 0), block.mixer.gdn_inputs(x, 10)
     names = [n for n, a, b in zip("vbc", at0[:3], at10[:3], strict=True) if not torch.equal(a, b)]
     return ", ".join(names) or "none"
 
@@ -256,10 +257,10 @@ def _rotated_gdn_vectors() -> str:
 def _decay_gate_source() -> str:
     """Perturb dt_proj and g_proj in turn and see which one moves the decay gate g."""
     from hymo_mini.config import load_config
-    from hymo_mini.gdn import GatedDeltaNetBlock
+    from hymo_mini.gdn import GatedDeltaNet
 
     torch.manual_seed(0)
-    block = GatedDeltaNetBlock(load_config("hymo_mini").model)
+    block = GatedDeltaNet(load_config("hymo_mini").model)
     x = torch.randn(1, 8, block.config.dim)
     moved = []
     for name in ("dt_proj", "g_proj"):
@@ -472,7 +473,7 @@ CLAIMS: list[Claim] = [
     Claim("decay-head39", "5.3.2", "head 39: A = −39", -39.0, lambda: _decay(39), "",
           approx=0.0),
     Claim("A_log-shape", "5.2.1", "A ∈ R^S; A_log initialised as log(arange(1, H+1))",
-          "(32,) / (40,)", lambda: str(tuple(_gdn_block()[0].A_log.shape)), "",
+          "(32,) / (40,)", lambda: str(tuple(_gdn_block()[0].mixer.A_log.shape)), "",
           "reading: per head and state dimension, as the parameter count says (a per-head "
           "vector is its special case); every column starts at log(h + 1)",
           versus="12.2.2: A_log is 40 × 32"),

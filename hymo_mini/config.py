@@ -26,7 +26,7 @@ Readings chosen where the document contradicts itself (the book shows each one):
   documented list).
 * ``gdn_rule``. The document's "gated delta rule" has no delta (erasure) term, so
   ``"gla"`` (the default) is the documented recurrence, gated linear attention, and
-  ``"delta"`` is the gated delta rule of Yang et al. (2025); see ``hymo_mini.gdn``.
+  ``"delta"`` is the gated delta rule of Yang et al. (2025); see ``hymo_mini.ops``.
 * Optimizer, scheduler and training values are not given in the document (its YAML
   listing is empty); the defaults below are conventional choices, marked as ours.
 """
@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from hymo_mini.ops import RULES
 
 __all__ = [
     "ConfigError",
@@ -119,7 +121,7 @@ class ModelConfig:
     gdn_d_conv: int = 4
     gdn_rope_dim: int = 32  # rotary dims of the GDN keys b and c (<= gdn_d_state)
     gdn_residual: str = "identity"  # "identity": x + out + skip; "document": out + skip
-    gdn_backend: str = "auto"  # see hymo_mini.gdn.gated_delta_rule
+    gdn_backend: str = "auto"  # how the recurrence runs: see hymo_mini.ops.RULES
     gdn_rule: str = "gla"  # "gla": the documented recurrence; "delta": with erasure (Yang 2025)
     nope_hybrid_gdn: bool = False  # v1.1 ablation: no RoPE on the GDN layer before each MLA
 
@@ -186,12 +188,12 @@ class ModelConfig:
                  f"must not exceed gdn_d_state={self.gdn_d_state}, got {self.gdn_rope_dim}")
         _require(self.gdn_residual in ("identity", "document"), f"{name}.gdn_residual",
                  f"must be 'identity' or 'document', got {self.gdn_residual!r}")
-        _require(self.gdn_backend in ("auto", "eager", "chunk", "triton", "triton_chunk"),
-                 f"{name}.gdn_backend",
-                 "must be one of 'auto', 'eager', 'chunk', 'triton', 'triton_chunk', "
-                 f"got {self.gdn_backend!r}")
-        _require(self.gdn_rule in ("gla", "delta"), f"{name}.gdn_rule",
+        _require(self.gdn_rule in RULES, f"{name}.gdn_rule",
                  f"must be 'gla' or 'delta', got {self.gdn_rule!r}")
+        backends = ("auto",) + RULES[self.gdn_rule]
+        _require(self.gdn_backend in backends, f"{name}.gdn_backend",
+                 f"the {self.gdn_rule!r} rule has the backends "
+                 f"{', '.join(map(repr, backends))}; got {self.gdn_backend!r}")
         _require(self.embed_init in ("scaled", "torch"), f"{name}.embed_init",
                  f"must be 'scaled' or 'torch', got {self.embed_init!r}")
         _require(self.n_activated_experts <= self.n_routed_experts, f"{name}.n_activated_experts",

@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from hymo_mini.blocks import GDNBlock, MLABlock
 from hymo_mini.config import ModelConfig
-from hymo_mini.gdn import GatedDeltaNetBlock
-from hymo_mini.mla import MLABlock
 
 __all__ = [
     "GDNCache",
@@ -123,7 +122,7 @@ def forward_cached(model, tokens: torch.Tensor, cache: HyMoCache) -> torch.Tenso
     start = cache.position
     x = model.embed(tokens)  # (b, t, dim)
     for layer, layer_cache in zip(model.layers, cache.layers, strict=True):
-        if isinstance(layer, GatedDeltaNetBlock):
+        if isinstance(layer, GDNBlock):
             x, layer_cache.conv_window, layer_cache.state = layer.step(
                 x, layer_cache.conv_window, layer_cache.state, start)
         elif isinstance(layer, MLABlock):

@@ -1,4 +1,5 @@
-"""Multi-head latent attention and the MLA block: section 4 of the design document.
+"""Multi-head latent attention: section 4 of the design document (the MLA block, attention
+plus MoE, is assembled in ``hymo_mini.blocks``).
 
 Per token, the keys and values of all heads are rebuilt from a small cache entry:
 
@@ -50,12 +51,10 @@ from einops import einsum, rearrange
 from torch import nn
 
 from hymo_mini.config import ModelConfig
-from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.rope import RotaryEmbedding
 
 __all__ = [
     "MultiHeadLatentAttention",
-    "MLABlock",
     "causal_mask",
     "sdpa_attention",
     "explicit_attention",
@@ -192,19 +191,3 @@ class MultiHeadLatentAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"layer_idx={self.layer_idx}"
-
-
-class MLABlock(nn.Module):
-    """Pre-norm residual block: x + attn(norm(x)), then + moe(norm(x))."""
-
-    def __init__(self, config: ModelConfig, layer_idx: int = 0):
-        super().__init__()
-        self.layer_idx = layer_idx
-        self.attn_norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
-        self.attn = MultiHeadLatentAttention(config, layer_idx)
-        self.moe_norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
-        self.moe = DeepSeekMoE(config, layer_idx)
-
-    def forward(self, x: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), start_pos)  # (b, t, dim)
-        return x + self.moe(self.moe_norm(x))  # (b, t, dim)

@@ -2,12 +2,12 @@
 
     tokens (b, t) ──embed──> x (b, t, dim)
       layer i = MLABlock (attention + MoE) if i in config.mla_positions
-                GatedDeltaNetBlock       otherwise (RoPE unless i in nope_gdn_positions)
+                GDNBlock                 otherwise (RoPE unless i in nope_gdn_positions)
       hidden = x after the last layer                   (b, t, dim)  ← MTP reads this
     logits = softcap(head(norm(hidden)))                (b, t, vocab)
     head.weight IS embed.weight (one tensor: tied)
 
-Every block adds to the residual stream itself (see gdn.py for the GDN block's choice).
+Every block adds to the residual stream itself (see blocks.py for the GDN block's choice).
 
 Readings chosen where the document is wrong or contradicts itself (the book shows each):
 
@@ -31,7 +31,7 @@ Readings chosen where the document is wrong or contradicts itself (the book show
   normed hidden state; hymo_mini returns the *pre-norm* residual stream, the input of the
   final norm, which is what the MTP module consumes (see mtp.py).
 * **Layer layout and NoPE positions** are chosen in config.py (MLA at {0, 4, ..., 28}, the
-  text's layout, not the closing figure's), the **GDN residual** in gdn.py.
+  text's layout, not the closing figure's), the **GDN residual** in blocks.py.
 * **mHC** (the second design document, ``config.hc_mult > 1``): the residual stream is
   widened to ``hc_mult`` streams (the embedding copied), each residual branch (MLA's
   attention, MLA's MoE, the GDN mixer) is wrapped in its own
@@ -53,10 +53,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from hymo_mini.blocks import GDNBlock, MLABlock, sublayers
 from hymo_mini.config import HyMoConfig, ModelConfig
-from hymo_mini.gdn import GatedDeltaNetBlock
 from hymo_mini.mhc import ManifoldHyperConnection, collapse, expand
-from hymo_mini.mla import MLABlock
 from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.mtp import MultiTokenPrediction, mtp_losses
 
@@ -113,7 +112,7 @@ class HyMo(nn.Module):
         nope = set(config.nope_gdn_positions)
         self.layers = nn.ModuleList(
             MLABlock(config, layer_idx=i) if kind == "mla"
-            else GatedDeltaNetBlock(config, layer_idx=i, use_rope=i not in nope)
+            else GDNBlock(config, layer_idx=i, use_rope=i not in nope)
             for i, kind in enumerate(config.layer_types))
         self.norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
         self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
@@ -203,17 +202,6 @@ class HyMo(nn.Module):
         return (f"layers={c.n_layers} (mla at {list(c.mla_positions)}), dim={c.dim}, "
                 f"vocab={c.vocab_size}, mtp_depth={c.mtp_depth}, tied head"
                 + (f", hc_mult={c.hc_mult}" if c.hc_mult > 1 else ""))
-
-
-def sublayers(block: nn.Module) -> tuple:
-    """A block's residual branches in order, each x (b, t, dim) -> F(x) (b, t, dim):
-    ``block(x)`` is ``x + F_1(x)``, then ``+ F_2(.)`` of that. mHC wraps each one."""
-    if isinstance(block, MLABlock):
-        return (lambda x: block.attn(block.attn_norm(x)),  # attention
-                lambda x: block.moe(block.moe_norm(x)))  # MoE
-    if isinstance(block, GatedDeltaNetBlock):
-        return (block.branch,)  # the GDN mixer
-    raise TypeError(f"no residual branches known for {type(block).__name__}")
 
 
 def _mhc_layer(block: nn.Module, hcs: nn.ModuleList, streams: torch.Tensor) -> torch.Tensor:

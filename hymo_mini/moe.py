@@ -57,35 +57,9 @@ from einops import rearrange
 from torch import nn
 
 from hymo_mini.config import ModelConfig
+from hymo_mini.ffn import SwiGLU, swiglu_param_count
 
-__all__ = [
-    "SwiGLU",
-    "DenseFFN",
-    "Routing",
-    "DeepSeekMoE",
-    "swiglu_param_count",
-    "moe_param_counts",
-]
-
-
-class SwiGLU(nn.Module):
-    """w2(silu(w1 x) * w3 x): w1 is the gate, w3 the up projection, w2 the down one."""
-
-    def __init__(self, dim: int, inter_dim: int):
-        super().__init__()
-        self.w1 = nn.Linear(dim, inter_dim, bias=False)  # gate
-        self.w3 = nn.Linear(dim, inter_dim, bias=False)  # up
-        self.w2 = nn.Linear(inter_dim, dim, bias=False)  # down
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (..., inter) -> (..., dim)
-
-
-DenseFFN = SwiGLU  # the dense feed-forward is the same block
-
-
-def swiglu_param_count(dim: int, inter_dim: int) -> int:
-    return 3 * dim * inter_dim
+__all__ = ["Routing", "DeepSeekMoE", "moe_param_counts"]
 
 
 def moe_param_counts(config: ModelConfig) -> tuple[int, int]:

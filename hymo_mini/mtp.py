@@ -43,7 +43,7 @@ from einops import rearrange
 from torch import nn
 
 from hymo_mini.config import ModelConfig
-from hymo_mini.moe import SwiGLU
+from hymo_mini.ffn import SwiGLU
 
 __all__ = [
     "MTPBlock",

@@ -33,7 +33,7 @@ W_after = lr' · O, with lr' Muon's shape-adjusted rate), normalised, and applie
 **The rule** (one row of :data:`KINDS` per class; the table shows the reason):
 
 * Muon: the ``nn.Linear`` weights inside ``MultiHeadLatentAttention`` (wq_a, wq_b,
-  wkv_a, wkv_b, wo) and ``GatedDeltaNetBlock`` (in_proj, b_proj, c_proj, dt_proj, g_proj,
+  wkv_a, wkv_b, wo) and ``GatedDeltaNet`` (in_proj, b_proj, c_proj, dt_proj, g_proj,
   out_proj, skip_proj, beta_proj). The gate *projections* of the GDN (dt_proj, g_proj)
   are hidden matrices like the others: their sigmoid comes after the matrix.
 * AdamW: everything else, each for a reason: the tied embedding/head (a lookup table
@@ -103,7 +103,7 @@ GROUPS = ("muon", "adamw_decay", "adamw_no_decay")
 def _kind(name: str, param: torch.Tensor, owner: nn.Module, inside: list[nn.Module]) -> str:
     """The class of a parameter from its own module (``owner``) and the modules around it
     (``inside``, outermost first)."""
-    from hymo_mini.gdn import GatedDeltaNetBlock  # imported here: optim must not pull
+    from hymo_mini.blocks import GDNBlock  # imported here: optim must not pull
     from hymo_mini.mla import MultiHeadLatentAttention  # in the model to be imported
     from hymo_mini.moe import DeepSeekMoE
     from hymo_mini.mtp import MultiTokenPrediction
@@ -121,7 +121,7 @@ def _kind(name: str, param: torch.Tensor, owner: nn.Module, inside: list[nn.Modu
             return "MLA matrix"
         if leaf in ("q_scale", "k_scale"):
             return "q/k scale"
-    if GatedDeltaNetBlock in types:
+    if GDNBlock in types:
         if isinstance(owner, nn.Linear):
             return "GDN matrix"
         if isinstance(owner, nn.Conv1d):

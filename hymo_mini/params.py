@@ -203,7 +203,7 @@ def _model_config(config: HyMoConfig | ModelConfig | str) -> ModelConfig:
 def _component(path: str, parents: list[nn.Module]) -> str:
     """Component of the parameter at dotted ``path``; ``parents`` are the modules along
     the path, from the model down to the one that owns the parameter."""
-    from hymo_mini.gdn import GatedDeltaNetBlock
+    from hymo_mini.blocks import GDNBlock
     from hymo_mini.mhc import ManifoldHyperConnection
     from hymo_mini.mla import MultiHeadLatentAttention
     from hymo_mini.moe import DeepSeekMoE
@@ -221,7 +221,7 @@ def _component(path: str, parents: list[nn.Module]) -> str:
         if isinstance(module, DeepSeekMoE):
             return {"experts": "moe_routed", "shared_experts": "moe_shared",
                     "gate": "moe_router"}.get(child, "other")
-        if isinstance(module, GatedDeltaNetBlock):
+        if isinstance(module, GDNBlock):
             return "norms" if isinstance(getattr(module, child, None), nn.RMSNorm) else "gdn"
         if isinstance(module, nn.Embedding):
             return "embedding"

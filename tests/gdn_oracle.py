@@ -1,13 +1,13 @@
 """The harness every fast GDN path is tested with: random leaves, one loss through the
 outputs and the final state, every gradient, and relative RMS errors against the plain
-loop ``gated_delta_rule_ref`` run in fp64 on the same (already rounded) values.
+loop ``naive_gla`` run in fp64 on the same (already rounded) values.
 """
 
 from __future__ import annotations
 
 import torch
 
-from hymo_mini.gdn import gated_delta_rule_ref
+from hymo_mini.ops import naive_gla
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 GATE_GRADS = ("dg", "dA", "dA_log")
@@ -52,7 +52,7 @@ def run(fn, leaves, decay_scale, do, dht, output_final_state=True):
 
 
 def reference(v, b, c, g, A, h0, output_final_state=True):
-    return gated_delta_rule_ref(v, b, c, g, A, h0)
+    return naive_gla(v, b, c, g, A, h0)
 
 
 def compare_to_reference(fn, B, T, H, S, D, dtype, decay_scale, with_h0, output_final_state,

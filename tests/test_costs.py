@@ -9,6 +9,7 @@ from einops import einsum
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from hymo_mini.blocks import GDNBlock
 from hymo_mini.config import load_config, replace
 from hymo_mini.costs import (
     LayerCost,
@@ -20,7 +21,6 @@ from hymo_mini.costs import (
     mla_cost,
     stack_cost,
 )
-from hymo_mini.gdn import GatedDeltaNetBlock
 
 PROD = load_config("hymo_750m").model
 MINI = load_config("hymo_mini").model
@@ -91,8 +91,8 @@ def test_mha_flops_against_the_flop_counter():
 def test_gdn_flops_against_the_real_block():
     """FlopCounterMode sees the block's linear layers and conv, and the read c^T H (a
     batched matmul); the decay and b ⊗ v are element-wise, which it does not count."""
-    T, c = 10, replace(MINI, gdn_backend="eager")
-    block = GatedDeltaNetBlock(c)
+    T, c = 10, replace(MINI, gdn_backend="naive")
+    block = GDNBlock(c)
     flops = counted(lambda: block(torch.randn(1, T, c.dim)))
     cost = gdn_cost(c, T)
     conv_model = 2 * T * c.gdn_d_inner * c.gdn_d_conv

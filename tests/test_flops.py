@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from hymo_mini.blocks import GDNBlock
 from hymo_mini.config import ModelConfig, load_config
 from hymo_mini.flops import (
     activation_shapes,
@@ -16,10 +17,10 @@ from hymo_mini.flops import (
     tokens_per_second,
     training_memory,
 )
-from hymo_mini.gdn import GatedDeltaNetBlock, gated_delta_rule_ref
 from hymo_mini.mla import MultiHeadLatentAttention
 from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.mtp import MTPBlock
+from hymo_mini.ops import naive_gla
 
 
 def counted(fn) -> int:
@@ -68,13 +69,13 @@ def test_gdn_projection_split_adds_up_to_the_real_block(mini):
     """The two GDN projection rows together equal the block's matrix products exactly,
     plus its depthwise conv (which the counter charges for the padded outputs too)."""
     config = replace(mini, gdn_residual="document")
-    block = GatedDeltaNetBlock(config)
+    block = GDNBlock(config)
     T = 8
     x = torch.randn(1, T, config.dim)
     with FlopCounterMode(display=False) as counter:
-        block.gdn_inputs(x)
-        block.out_proj(torch.randn(1, T, config.gdn_d_inner))
-        block.skip_proj(x)
+        block.mixer.gdn_inputs(x)
+        block.mixer.out_proj(torch.randn(1, T, config.gdn_d_inner))
+        block.mixer.skip_proj(x)
     by_op = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
     conv = 2 * T * config.gdn_d_inner * config.gdn_d_conv
     flops = forward_flops(config, T)
@@ -113,12 +114,12 @@ def test_activation_shapes_are_the_modules_shapes(mini):
     moe = DeepSeekMoE(mini)
     assert moe.route(x).probs.reshape(B, T, -1).shape == shapes["MoE router logits"]
     assert moe.shared_experts[0].w1(x).shape == shapes["shared expert hidden"]
-    gdn = GatedDeltaNetBlock(mini)
-    assert gdn.in_proj(x).shape == shapes["GDN in_proj output"]
-    v, b, c, g, A, _ = gdn.gdn_inputs(x)
+    gdn = GDNBlock(mini)
+    assert gdn.mixer.in_proj(x).shape == shapes["GDN in_proj output"]
+    v, b, c, g, A, _ = gdn.mixer.gdn_inputs(x)
     assert torch.stack([b, c]).shape == shapes["GDN b and c"]
     assert g.shape == shapes["GDN dt / decay gate"]
-    assert gated_delta_rule_ref(v, b, c, g, A)[1].shape == shapes["GDN recurrent state"]
+    assert naive_gla(v, b, c, g, A)[1].shape == shapes["GDN recurrent state"]
 
 
 def test_tables_print_and_compare(mini):

@@ -13,6 +13,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
+from hymo_mini.blocks import sublayers
 from hymo_mini.config import load_config, replace
 from hymo_mini.mhc import (
     COMB_INIT_LOGIT,
@@ -24,7 +25,7 @@ from hymo_mini.mhc import (
     sinkhorn_knopp,
     stochastic_errors,
 )
-from hymo_mini.model import HyMo, sublayers
+from hymo_mini.model import HyMo
 from hymo_mini.viz import mhc_plots
 
 

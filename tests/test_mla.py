@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 import torch
 
+from hymo_mini.blocks import MLABlock
 from hymo_mini.config import ModelConfig, load_config
 from hymo_mini.mla import (
-    MLABlock,
     MultiHeadLatentAttention,
     causal_mask,
     explicit_attention,

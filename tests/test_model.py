@@ -10,9 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hymo_mini.blocks import GDNBlock, MLABlock
 from hymo_mini.config import ConfigError, load_config
-from hymo_mini.gdn import GatedDeltaNetBlock
-from hymo_mini.mla import MLABlock
 from hymo_mini.model import HyMo, build_hymo, softcap
 
 
@@ -32,9 +31,9 @@ def test_layout_follows_config():
     kinds = ["mla" if isinstance(layer, MLABlock) else "gdn" for layer in model.layers]
     assert tuple(kinds) == config.layer_types == ("mla", "gdn", "gdn", "gdn") * 2
     for i, layer in enumerate(model.layers):
-        if isinstance(layer, GatedDeltaNetBlock):
-            assert layer.use_rope == (i != 3), i
-            assert (layer.rope is None) == (i == 3)
+        if isinstance(layer, GDNBlock):
+            assert layer.mixer.use_rope == (i != 3), i
+            assert (layer.mixer.rope is None) == (i == 3)
         assert layer.layer_idx == i
     assert len(model.mtp.blocks) == config.mtp_depth
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hymo_mini.blocks import GDNBlock
 from hymo_mini.config import load_config, replace
-from hymo_mini.gdn import GatedDeltaNetBlock, delta_rule_ref, gated_delta_rule_ref
 from hymo_mini.mqar import (
     IGNORE,
     VARIANTS,
@@ -22,6 +22,7 @@ from hymo_mini.mqar import (
     state_recall,
     variant_config,
 )
+from hymo_mini.ops import naive_gated_delta, naive_gla
 
 
 # ---- the task ---------------------------------------------------------------------------
@@ -142,7 +143,7 @@ def matrix_form(v, b, c, g, A, beta, state):
 def test_delta_rule_matches_the_matrix_form():
     v, b, c, g, A, beta = delta_inputs()
     state0 = torch.randn(2, 3, 5, 4, dtype=torch.float64)
-    o, state = delta_rule_ref(v, b, c, g, A, beta, state0)
+    o, state = naive_gated_delta(v, b, c, g, A, beta, state0)
     o_ref, state_ref = matrix_form(v, b, c, g, A, beta, state0)
     assert torch.allclose(o, o_ref, atol=1e-12) and torch.allclose(state, state_ref, atol=1e-12)
 
@@ -156,28 +157,28 @@ def test_delta_rule_overwrites_where_gla_accumulates():
     b = k.expand(1, 2, 1, S).clone()
     g = torch.zeros(1, 2, 1, dtype=torch.float64)
     A = -torch.ones(1, S, dtype=torch.float64)
-    o_delta, _ = delta_rule_ref(v, b, b, g, A, torch.ones(1, 2, 1, dtype=torch.float64))
-    o_gla, _ = gated_delta_rule_ref(v, b, b, g, A)
+    o_delta, _ = naive_gated_delta(v, b, b, g, A, torch.ones(1, 2, 1, dtype=torch.float64))
+    o_gla, _ = naive_gla(v, b, b, g, A)
     assert torch.allclose(o_delta[0, 1, 0], v[0, 1, 0], atol=1e-12)
     assert torch.allclose(o_gla[0, 1, 0], v[0, 0, 0] + v[0, 1, 0], atol=1e-12)
     # β = 0 writes nothing: the state only decays
-    o_none, state = delta_rule_ref(v, b, b, g, A, torch.zeros(1, 2, 1, dtype=torch.float64))
+    o_none, state = naive_gated_delta(v, b, b, g, A, torch.zeros(1, 2, 1, dtype=torch.float64))
     assert o_none.abs().max() == 0 and state.abs().max() == 0
 
 
 def test_delta_rule_errors():
     v, b, c, g, A, beta = delta_inputs()
     with pytest.raises(ValueError, match="beta"):
-        delta_rule_ref(v, b, c, g, A, beta[:, :3])
+        naive_gated_delta(v, b, c, g, A, beta[:, :3])
 
 
 def test_delta_block_trains_every_parameter():
     config = replace(load_config("hymo_mini").model, gdn_rule="delta")
-    block = GatedDeltaNetBlock(config)
+    block = GDNBlock(config)
     block(torch.randn(2, 9, config.dim)).pow(2).mean().backward()
     for name, p in block.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
-    gla = GatedDeltaNetBlock(config.__class__(**{**config.__dict__, "gdn_rule": "gla"}))
+    gla = GDNBlock(config.__class__(**{**config.__dict__, "gdn_rule": "gla"}))
     extra = sum(p.numel() for p in block.parameters()) - sum(p.numel() for p in gla.parameters())
     assert extra == config.gdn_d_inner * config.gdn_n_heads  # beta_proj only
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hymo_mini.config import ModelConfig, load_config
-from hymo_mini.moe import SwiGLU
+from hymo_mini.ffn import SwiGLU
 from hymo_mini.mtp import (
     MTPBlock,
     MultiTokenPrediction,

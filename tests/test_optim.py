@@ -54,7 +54,7 @@ def test_split_of_the_mini_model(mini):
     table = optimizer_groups(mini)
     mla = [f"layers.{i}.attn.{w}.weight" for i in c.mla_positions
            for w in ("wq_a", "wq_b", "wkv_a", "wkv_b", "wo")]
-    gdn = [f"layers.{i}.{w}.weight" for i in c.gdn_positions
+    gdn = [f"layers.{i}.mixer.{w}.weight" for i in c.gdn_positions
            for w in ("in_proj", "b_proj", "c_proj", "dt_proj", "g_proj", "out_proj", "skip_proj")]
     assert sorted(table.names("muon")) == sorted(mla + gdn)
     assert table.counts() == {"muon": (52, 169_728), "adamw_decay": (43, 239_104),
@@ -66,11 +66,11 @@ def test_split_of_the_mini_model(mini):
     assert rows["embed.weight"].aliases == ("head.weight",)  # tied: one row, on AdamW
     assert rows["embed.weight"].group == "adamw_decay"
     # 2-D but not maps: on AdamW, undecayed
-    for name in ("layers.0.attn.q_scale", "layers.0.attn.k_scale", "layers.1.A_log",
-                 "layers.0.moe.gate.weight", "layers.1.dt_bias", "norm.weight"):
+    for name in ("layers.0.attn.q_scale", "layers.0.attn.k_scale", "layers.1.mixer.A_log",
+                 "layers.0.moe.gate.weight", "layers.1.mixer.dt_bias", "norm.weight"):
         assert rows[name].group == "adamw_no_decay", name
     for name in ("layers.0.moe.experts.0.w1.weight", "mtp.blocks.0.w2.weight",
-                 "layers.1.conv1d.weight"):
+                 "layers.1.mixer.conv1d.weight"):
         assert rows[name].group == "adamw_decay", name
 
 
@@ -78,7 +78,7 @@ def test_split_follows_modules_not_names():
     cfg = load_config("hymo_mini").model
     delta = build_hymo(replace(cfg, gdn_rule="delta", n_layers=4))
     names = optimizer_groups(delta).names("muon")
-    assert "layers.1.beta_proj.weight" in names  # a new GDN matrix goes to Muon by rule
+    assert "layers.1.mixer.beta_proj.weight" in names  # a new GDN matrix goes to Muon by rule
     adamw_only = optimizer_groups(delta, "adamw")
     assert adamw_only.names("muon") == []
     assert set(names) <= set(adamw_only.names("adamw_decay"))
@@ -96,7 +96,7 @@ def test_table_text_and_html(mini):
     table = optimizer_groups(mini)
     text = str(table)
     assert text.splitlines()[0].startswith("optimizer 'muon': muon 52 tensors 169,728 params")
-    assert "layers.{1,2,3,5,6,7}.b_proj.weight" in text
+    assert "layers.{1,2,3,5,6,7}.mixer.b_proj.weight" in text
     assert "embed.weight = head.weight" in text
     assert "0x" not in text and "0x" not in table._repr_html_()
     assert table._repr_html_().count("<tr>") == len(table.summary()) + 1

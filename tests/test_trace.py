@@ -43,7 +43,7 @@ def test_mini_trace_rows(mini_model):
     assert root.inputs == "(2, 16) int64" and root.outputs == "(2, 16, 256)"
     assert root.params == sum(p.numel() for p in mini_model.parameters())
     layers = table.filter(pattern=r"^layers\.\d+$")
-    assert [r.kind for r in layers] == ["MLABlock" if k == "mla" else "GatedDeltaNetBlock"
+    assert [r.kind for r in layers] == ["MLABlock" if k == "mla" else "GDNBlock"
                                         for k in config.layer_types]
     for i, row in enumerate(layers):
         assert row.inputs == row.outputs == "(2, 16, 64)"
@@ -51,8 +51,8 @@ def test_mini_trace_rows(mini_model):
     # calls come parents first, in execution order
     paths = [r.path for r in table.filter(depth=1)]
     assert paths == ["", "embed", "norm", "head"]  # ModuleList has no forward
-    assert table.filter(pattern=r"^layers\.1\.rope$").rows[0].inputs == "((2, 16, 4, 16), 0)"
-    assert len(table.filter(pattern=r"^layers\.1\.rope$")) == 2  # b, then c
+    assert table.filter(pattern=r"^layers\.1\.mixer\.rope$").rows[0].inputs == "((2, 16, 4, 16), 0)"
+    assert len(table.filter(pattern=r"^layers\.1\.mixer\.rope$")) == 2  # b, then c
     wkv_a = table.filter(pattern=r"layers\.0\.attn\.wkv_a$").rows[0]
     assert wkv_a.outputs == f"(2, 16, {config.kv_lora_rank + config.qk_rope_head_dim})"
     assert table.filter(kind="DeepSeekMoE").rows[0].outputs == "(2, 16, 64)"

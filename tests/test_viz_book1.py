@@ -129,11 +129,11 @@ def test_kv_cache_figure_reports_the_cost_model():
 def test_initial_a_log_is_the_blocks_own_init():
     import torch
 
-    from hymo_mini.gdn import GatedDeltaNetBlock
+    from hymo_mini.gdn import GatedDeltaNet
     from hymo_mini.viz import gdn_plots
 
     mini = load_config("hymo_mini").model
-    assert torch.equal(gdn_plots.initial_a_log(mini), GatedDeltaNetBlock(mini).A_log.detach())
+    assert torch.equal(gdn_plots.initial_a_log(mini), GatedDeltaNet(mini).A_log.detach())
     a_log = gdn_plots.initial_a_log(PROD)
     assert a_log.shape == (40, 32)
     assert torch.allclose(torch.exp(a_log[:, 0]), torch.arange(1.0, 41.0))
@@ -170,7 +170,7 @@ def test_effective_attention_reproduces_the_recurrence():
     """The parallel form W v equals the reference loop, on awkward sizes and strong decay."""
     import torch
 
-    from hymo_mini.gdn import gated_delta_rule_ref
+    from hymo_mini.ops import naive_gla
     from hymo_mini.viz import gdn_plots
 
     gen = torch.Generator().manual_seed(1)
@@ -183,7 +183,7 @@ def test_effective_attention_reproduces_the_recurrence():
     W = gdn_plots.effective_attention(b, c, g, A)  # (B, H, T, T)
     assert torch.equal(W.triu(1), torch.zeros_like(W))  # causal
     o = torch.einsum("bhts,bshd->bthd", W, v)
-    o_ref, _ = gated_delta_rule_ref(v, b, c, g, A)
+    o_ref, _ = naive_gla(v, b, c, g, A)
     rel = (o - o_ref).pow(2).mean().sqrt() / o_ref.pow(2).mean().sqrt()
     assert rel < 1e-12
 
@@ -191,14 +191,14 @@ def test_effective_attention_reproduces_the_recurrence():
 def test_state_trajectory_matches_the_final_state():
     import torch
 
-    from hymo_mini.gdn import gated_delta_rule_ref
+    from hymo_mini.ops import naive_gla
     from hymo_mini.viz import gdn_plots
 
     v, b, c, g, A = gdn_plots.toy_inputs(T=9, H=2, S=3, D=5, gate=0.7)
     states = gdn_plots.state_trajectory(v, b, c, g, A)
     assert states.shape == (1, 9, 2, 3, 5)
     for t in (0, 4, 8):
-        _, state = gated_delta_rule_ref(v[:, :t + 1], b[:, :t + 1], c[:, :t + 1], g[:, :t + 1], A)
+        _, state = naive_gla(v[:, :t + 1], b[:, :t + 1], c[:, :t + 1], g[:, :t + 1], A)
         assert torch.allclose(states[:, t], state, atol=1e-6)
     fig = gdn_plots.state_evolution_figure(states[0], times=(0, 4, 8), head=1)
     assert np.allclose(fig.axes[1].images[0].get_array(), states[0, 4, 1].numpy())

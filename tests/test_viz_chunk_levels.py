@@ -6,7 +6,7 @@ import pytest
 import torch
 from matplotlib.patches import Rectangle
 
-from hymo_mini.gdn import gated_delta_rule_ref
+from hymo_mini.ops import naive_gla
 from hymo_mini.viz import chunk_levels as lv
 from hymo_mini.viz.kernel_chapter import _example, decay_matrix, max_rel_error
 
@@ -53,7 +53,7 @@ def test_level_weights_are_the_direct_weights(T, S, decay):
     assert torch.equal(W, W.tril())
     torch.testing.assert_close(W, W_direct, rtol=1e-13, atol=1e-300)
     v = torch.randn(T, 3, dtype=torch.float64)
-    o_loop, _ = gated_delta_rule_ref(v[None, :, None], b[None, :, None], c[None, :, None],
+    o_loop, _ = naive_gla(v[None, :, None], b[None, :, None], c[None, :, None],
                                      g[None, :, None], A[None])
     torch.testing.assert_close(W @ v, o_loop[0, :, 0], rtol=1e-12, atol=1e-12)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from matplotlib.patches import Rectangle
 
-from hymo_mini.gdn import gated_delta_rule_ref
+from hymo_mini.ops import naive_gla
 from hymo_mini.viz import kernel_chapter as kc
 from hymo_mini.viz.kernel_results import RESULTS_DIR
 
@@ -40,7 +40,7 @@ def test_check_line_reports_pass_and_failure_without_the_error_digits():
 def test_decay_matrix_times_v_is_the_recurrence(T, S, decay):
     b, c, g, A = kc._example(T, S, decay, seed=T)
     v = torch.randn(T, 3, dtype=torch.float64)
-    o_loop, _ = gated_delta_rule_ref(v[None, :, None], b[None, :, None], c[None, :, None],
+    o_loop, _ = naive_gla(v[None, :, None], b[None, :, None], c[None, :, None],
                                      g[None, :, None], A[None])
     M = kc.decay_matrix(b, c, g, A)
     assert torch.equal(M, M.tril())

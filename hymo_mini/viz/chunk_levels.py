@@ -1,6 +1,6 @@
 """The levels of the chunked Triton kernel (chapter 06, rung 4).
 
-``hymo_mini.gdn_triton_chunk`` computes a block's decay-weighted weights
+``hymo_mini.ops.gla.chunk_triton`` computes a block's decay-weighted weights
 W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, level by level: :func:`pair_level` and
 :func:`level_map` sort a block's pairs s < t by the highest bit in which s and t differ,
 :func:`level_weights` computes the weights that way (every factor at most one),
@@ -62,7 +62,7 @@ def _check_block_inputs(b, c, g, A) -> None:
 def level_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
                   A: torch.Tensor) -> torch.Tensor:
     """The weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, of one block, the way
-    ``hymo_mini.gdn_triton_chunk`` computes them: the diagonal Σ_n c_tn b_tn, plus per
+    ``hymo_mini.ops.gla.chunk_triton`` computes them: the diagonal Σ_n c_tn b_tn, plus per
     level k one masked product
 
         W += [level = k] ⊙ (c ⊙ X_k)(b ⊙ X_k)^T,   X_k = exp(gap_k A) ≤ 1 (T, S)

@@ -27,9 +27,8 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
+from hymo_mini.blocks import GDNBlock, MLABlock
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.gdn import GatedDeltaNetBlock
-from hymo_mini.mla import MLABlock
 from hymo_mini.viz.moe_plots import _single_thread
 
 __all__ = [
@@ -120,8 +119,8 @@ def residual_rms(config: ModelConfig, T: int = 32, B: int = 1,
                 blocks = {}
                 for mode in MODES:
                     torch.manual_seed(seed + i)  # same weights; "identity" adds a norm
-                    blocks[mode] = GatedDeltaNetBlock(replace(config, gdn_residual=mode), i,
-                                                      use_rope=i not in nope)
+                    blocks[mode] = GDNBlock(replace(config, gdn_residual=mode), i,
+                                            use_rope=i not in nope)
             for (mode, _init), xs in streams.items():
                 xs.append(blocks[mode](xs[-1]))  # (b, t, dim)
             del blocks  # free this layer before building the next

@@ -27,7 +27,8 @@ from einops import einsum, rearrange
 from matplotlib.figure import Figure
 
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.gdn import GatedDeltaNetBlock, gated_delta_rule_ref
+from hymo_mini.gdn import GatedDeltaNet
+from hymo_mini.ops import naive_gla
 
 __all__ = [
     "initial_a_log",
@@ -47,11 +48,11 @@ __all__ = [
 def _a_log_cached(config: ModelConfig) -> tuple:
     # a block with every width shrunk except (heads, d_state): the real initialiser, no cost
     tiny = replace(config, dim=8, gdn_headdim=1, gdn_d_inner=config.gdn_n_heads, gdn_rope_dim=0)
-    return tuple(map(tuple, GatedDeltaNetBlock(tiny).A_log.detach().tolist()))
+    return tuple(map(tuple, GatedDeltaNet(tiny).A_log.detach().tolist()))
 
 
 def initial_a_log(config: ModelConfig | None = None) -> torch.Tensor:
-    """``A_log`` (heads, d_state) exactly as ``GatedDeltaNetBlock`` initialises it."""
+    """``A_log`` (heads, d_state) exactly as ``GatedDeltaNet`` initialises it."""
     config = config or load_config("hymo_750m").model
     return torch.tensor(_a_log_cached(config))
 
@@ -109,7 +110,7 @@ def effective_attention(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
                         A: torch.Tensor) -> torch.Tensor:
     """The recurrence as a matrix: W (B, H, T, T) with o_t = sum_s W[t, s] v_s, where
     W[t, s] = sum_n c_t[n] b_s[n] exp(A[n] (G_t - G_s)) for s <= t, G_t = g_1 + ... + g_t.
-    Same layouts as ``gated_delta_rule_ref``; memory grows like T² · S (keep T small)."""
+    Same layouts as ``naive_gla``; memory grows like T² · S (keep T small)."""
     G = torch.cumsum(g.double(), dim=1)  # (B, T, H)
     gap = rearrange(G, "b t h -> b h t 1") - rearrange(G, "b s h -> b h 1 s")  # (B, H, T, T)
     T = g.shape[1]
@@ -148,7 +149,7 @@ def state_trajectory(v, b, c, g, A, initial_state=None) -> torch.Tensor:
     states = []
     for t in range(v.shape[1]):
         step = slice(t, t + 1)
-        _, state = gated_delta_rule_ref(v[:, step], b[:, step], c[:, step], g[:, step], A,
+        _, state = naive_gla(v[:, step], b[:, step], c[:, step], g[:, step], A,
                                         initial_state=state)
         states.append(state)
     return torch.stack(states, dim=1)

@@ -143,13 +143,13 @@ _NO_KERNEL = {"_unsafe_view", "lift_fresh", "detach", "alias"}
 
 
 def launches_per_step(B: int = 2, H: int = 3, S: int = 5, D: int = 4) -> Counter:
-    """The operators ``gated_delta_rule_ref`` runs per time step that launch a kernel on a
+    """The operators ``naive_gla`` runs per time step that launch a kernel on a
     GPU (views excluded), counted by PyTorch's dispatcher: the count for T = 4 minus the
     count for T = 3. The count does not grow with B and H: the loop is vectorised over both.
     (With B = H = 1 one copy is skipped: the read's operand is already contiguous.)"""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from hymo_mini.gdn import gated_delta_rule_ref
+    from hymo_mini.ops import naive_gla
 
     class _Count(TorchDispatchMode):
         def __init__(self):
@@ -167,7 +167,7 @@ def launches_per_step(B: int = 2, H: int = 3, S: int = 5, D: int = 4) -> Counter
         v, b, c = (torch.randn(B, T, H, n, generator=gen) for n in (D, S, S))
         g, A = torch.rand(B, T, H, generator=gen), -torch.rand(H, S, generator=gen)
         with _Count() as counter:
-            gated_delta_rule_ref(v, b, c, g, A)
+            naive_gla(v, b, c, g, A)
         return counter.ops
 
     return count(4) - count(3)

@@ -33,7 +33,7 @@ KERNEL_ONLY_RUN = "chunk_kernel_only_h200_2026-11-30.json"
 # --------------------------------------------------------------------------------------
 def chunk_peak_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: int = 32,
                      itemsize: int = 4, chunk: int = 64, block: int = 16) -> dict:
-    """What one forward + backward of the chunked kernel (``hymo_mini.gdn_triton_chunk``)
+    """What one forward + backward of the chunked kernel (``hymo_mini.ops.gla.chunk_triton``)
     allocates beyond its inputs (and do), by tensor, as
     :func:`hymo_mini.viz.kernel_chapter.recurrent_peak_bytes` does for the recurrent one.
     Inputs, o and gradients have ``itemsize`` bytes an element, states are fp32.

@@ -1,25 +1,20 @@
-"""The recurrent Triton kernel for the GDN recurrence: section 6 of the design document.
+"""The recurrent Triton kernel for the gla recurrence: section 6 of the design document.
 
     H_t = exp(g_t * A) ⊙ H_{t-1} + b_t ⊗ v_t        (S, D) state, decay broadcast over D
     o_t = c_t^T H_t
 
 As the document describes: one program per (batch, head), the state on chip in fp32, a
-sequential loop over time. What changes, measured on an H200 by ``benchmarks/gdn.py``
-(benchmarks/results/gdn_recurrent_h200_2026-11-30.json):
+sequential loop over time. Three things differ from its design:
 
 * **The loads are software-pipelined.** Nothing a step loads depends on the state, so
-  ``tl.range(..., num_stages=3)`` has the compiler copy the inputs of the next steps into
-  shared memory while this one computes. Without it every step waits for memory: the
-  forward at B=4, T=4096, H=40, fp32 took 2.74 ms, with it 0.99 ms (D split by 8). Each
-  iteration takes two time steps, as [block, 2] tiles cut by ``tl.split``, so a 16-bit
-  load still moves the 4 bytes per thread that an asynchronous copy needs.
+  ``tl.range(..., num_stages=3)`` lets the compiler copy the inputs of the next steps into
+  shared memory while this one computes. Each iteration takes two time steps, as
+  [block, 2] tiles cut by ``tl.split``, so a 16-bit load still moves the 4 bytes per thread
+  that an asynchronous copy needs.
 * **The value axis D can be split across programs** (``CONFIGS["fwd"]["block"]``): the D
-  columns of the state evolve independently, so a program may own an (S, BD) slice. On the
-  H200 it did not pay (0.99 ms with BD=8 against 0.90 ms unsplit, 0.22 µs a step): a step
-  is bound by its chain of dependent instructions, not by how many programs share the GPU.
+  columns of the state evolve independently, so a program may own an (S, BD) slice.
 * **No state trajectory is stored.** The document keeps every H_t for the backward,
-  B·T·H·S·D·4 bytes = 4·4096·40·32·32·4 = 2.68e9 bytes (2.5 GiB) per layer at B=4, T=4096
-  (the document says "2.6 GB"). Here the forward keeps one state every C steps.
+  B·T·H·S·D·4 bytes per layer; here the forward keeps one state every C steps.
 
 The backward, derived. Write α_t = exp(g_t A) (an S-vector) and dH_t for the gradient of
 the loss with respect to H_t through every later step. Running backwards in time,
@@ -33,20 +28,14 @@ dc and dlog need the forward states, in reverse order. Going back from H_t to H_
 would divide by α_t, which underflows to zero at strong decay, so the states are
 recomputed: the forward stores the state entering every segment of C steps, and the
 backward, segment by segment from the last, replays the C steps from that checkpoint
-into a scratch buffer and then walks them right to left. (A cheaper identity,
-dlog_t = dlog_{t+1} + c_t ⊙ dc_t - b_t ⊙ db_t, needs no H_{t-1}, but it subtracts nearly
-equal terms: emulated in fp32 at T=4096, dA came out 1e-4 off, against 1e-7 this way. fla's
-fused_recurrent_gla computes its gate gradient so; on the H200 its dA_log was 1.7e-2 off
-the fp32 loop at B=4, T=4096, this kernel's 1.5e-6.)
+into a scratch buffer and then walks them right to left. (The cheaper identity
+dlog_t = dlog_{t+1} + c_t ⊙ dc_t - b_t ⊙ db_t needs no H_{t-1}, but it subtracts nearly
+equal terms and loses the gate gradient's precision over long sequences.)
 
-Memory arithmetic at B=4, T=4096, H=40, S=D=32, fp32. Saved by the forward: the inputs
-themselves (no copies), the checkpoints B·H·(T/C)·S·D·4 bytes (only when a gradient is
-needed), and the final state B·H·S·D·4 = 0.66 MB if it is returned. Extra in the
-backward: the scratch, one segment per (b, h), B·H·C·S·D·4 bytes. At C=32 (the tuned fp32
-value) that is 84 MB + 21 MB; at C=64, 42 MB + 42 MB: about 100 MB either way, 27 times
-less than the 2.68 GB trajectory. Measured peak of a whole forward + backward (o, the
-checkpoints, the scratch and the gradients): 423 MiB, against 615 MiB for fla's
-fused_recurrent_gla. Compute: each step runs three times (forward, replay, reverse).
+Memory: the forward saves the inputs themselves (no copies), the checkpoints
+B·H·(T/C)·S·D fp32 (only when a gradient is needed) and the final state if it is
+returned; the backward adds its scratch, one segment per (b, h), B·H·C·S·D fp32. Each
+step runs three times (forward, replay, reverse).
 
 Sizes need not be powers of two: blocks are the next power of two and loads and stores
 are masked, so S=12, D=20 or T=63 run without padded copies. Everything accumulates in
@@ -61,15 +50,15 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.gdn import check_gdn_inputs, empty_sequence
+from hymo_mini.ops.checks import check_inputs, empty_sequence
 
-__all__ = ["triton_gated_delta_rule", "GatedDeltaRuleFunction", "CONFIGS", "INTERPRET"]
+__all__ = ["recurrent_gla_triton", "RecurrentGLAFunction", "CONFIGS", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-# Launch parameters per kernel and input width (4: fp32, 2: bf16/fp16): the fastest of
-# benchmarks/gdn.py --tune on an H200 (the "tune" section of the results JSON). fwd
-# "block": columns of the state per program. bwd "chunk": the checkpoint interval C (even).
+# Launch parameters per kernel and input width (4: fp32, 2: bf16/fp16), chosen by
+# `benchmarks/gdn.py --tune` on an H200. fwd "block": columns of the state per program.
+# bwd "chunk": the checkpoint interval C (even).
 CONFIGS = {
     "fwd": {4: dict(block=32, num_warps=1, num_stages=3),
             2: dict(block=32, num_warps=1, num_stages=3)},
@@ -301,7 +290,7 @@ def _bwd(v, b, c, g32, A, h0, ckpt, do, dht):
     return dv, db, dc, dg, dA.sum(0), dh0
 
 
-class GatedDeltaRuleFunction(torch.autograd.Function):
+class RecurrentGLAFunction(torch.autograd.Function):
     """(v, b, c, g, A, initial_state, output_final_state, store_ckpt) -> (o, final_state or
     None). ``store_ckpt``: keep the checkpoints a backward needs."""
 
@@ -325,24 +314,25 @@ class GatedDeltaRuleFunction(torch.autograd.Function):
         return dv, db, dc, dg.to(ctx.g_dtype), dA.to(A.dtype), dh0, None, None
 
 
-def triton_gated_delta_rule(v, b, c, g, A, initial_state=None, output_final_state=False):
-    """The GDN recurrence by the Triton kernels (a dispatcher backend; see gdn.py).
+def recurrent_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=False, *,
+                         check_values: bool = True):
+    """The gla recurrence by the recurrent Triton kernels (backend "recurrent_triton").
 
     v (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S); initial_state (B, H, S, D) or
     None. Returns ``(o, final_state)``: o (B, T, H, D) in v's dtype, final_state (B, H, S, D)
     fp32 if ``output_final_state`` else None. Differentiable in v, b, c, g, A and
     initial_state.
     """
-    check_gdn_inputs(v, b, c, g, A, initial_state)
+    check_inputs(v, b, c, g, A, initial_state, check_values=check_values)
     if v.device.type != "cuda" and not INTERPRET:
         raise RuntimeError(
-            "the Triton GDN kernel needs a CUDA GPU, or the Triton interpreter on CPU: set "
-            "TRITON_INTERPRET=1 before hymo_mini.gdn_triton is imported, or use "
-            "gated_delta_rule(..., backend='eager').")
+            "the recurrent Triton kernel needs a CUDA GPU, or the Triton interpreter on CPU: "
+            "set TRITON_INTERPRET=1 before hymo_mini.ops.gla.recurrent_triton is imported, "
+            "or use gated_linear_attention(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         return empty_sequence(v, b, initial_state, output_final_state)
     inputs = [t for t in (v, b, c, g, A, initial_state) if t is not None]
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
     # checkpoints only when a backward can follow: inference keeps nothing
-    return GatedDeltaRuleFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state),
+    return RecurrentGLAFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state),
                                         needs_grad)

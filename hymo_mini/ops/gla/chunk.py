@@ -1,6 +1,6 @@
-"""The GDN recurrence in chunkwise-parallel form: plain PyTorch + einops, no loop over time.
+"""The gla recurrence in chunkwise-parallel form: plain PyTorch + einops, no loop over time.
 
-The recurrence of ``hymo_mini.gdn`` (per batch element and head)
+The recurrence of ``naive_gla`` (per batch element and head)
 
     H_t = exp(g_t * A) ⊙ H_{t-1} + b_t ⊗ v_t ,      o_t = c_t^T H_t
 
@@ -30,7 +30,7 @@ shortcut of linear-attention chunking, c̃_t = c_t exp(L_t A) and b̃_s = b_s ex
 with W = c̃ b̃^T, is avoided on purpose: exp(-L_s A) overflows to inf at strong decay
 (A = -40, g = 0.5: exp(20 s) passes fp32's 3e38 at s = 5) and inf * 0 gives nan. The price
 is a (C, C, S) tensor of decays per chunk, which is why C stays small here; the Triton
-kernel (``gdn_triton_chunk``) uses the same safe form on 16-step blocks.
+kernel (``chunk_triton``) uses the same safe form on 16-step blocks.
 
 Backward comes from autograd: every operation is an ordinary differentiable torch op.
 """
@@ -41,27 +41,25 @@ import torch
 import torch.nn.functional as F
 from einops import einsum, rearrange
 
-from hymo_mini.gdn import check_gdn_inputs
+from hymo_mini.ops.checks import check_inputs
 
-__all__ = ["gated_delta_rule_chunked", "DEFAULT_CHUNK_SIZE"]
+__all__ = ["chunk_gla_torch", "DEFAULT_CHUNK_SIZE"]
 
-# 8 balances the two costs on a CPU: the (C, C, S) decay tensor grows with C, the Python
-# loop over chunks with T / C. Measured (one thread, best of 5, fwd+bwd, B=4 T=512 H=8
-# S=D=32): C = 4, 8, 16 took 0.56, 0.22, 0.30 s, the loop over time 0.74 s; forward only,
-# C = 8 took 33 ms against the loop's 58 ms. (B=8 T=512 H=4 S=D=16: 0.10 s against 0.37 s.)
+# The chunk length trades two costs on a CPU: the (C, C, S) decay tensor grows with C, the
+# Python loop over chunks with T / C. 8 was the fastest of 4, 8 and 16 on a 2-core CPU.
 DEFAULT_CHUNK_SIZE = 8
 
 
-def gated_delta_rule_chunked(v, b, c, g, A, initial_state=None, output_final_state=False,
-                             chunk_size: int = DEFAULT_CHUNK_SIZE):
-    """Chunkwise-parallel GDN; same contract as ``gated_delta_rule_ref``.
+def chunk_gla_torch(v, b, c, g, A, initial_state=None, output_final_state=False,
+                    chunk_size: int = DEFAULT_CHUNK_SIZE, *, check_values: bool = True):
+    """Chunkwise-parallel gla; same contract as ``naive_gla``.
 
     v (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S); initial_state (B, H, S, D).
     Computes in fp32 (fp64 if v is fp64) and returns ``(o, final_state or None)``: o in v's
     dtype, the state in the compute dtype. Any T works: the tail chunk is padded with
     steps that neither decay (g = 0) nor write (b = 0), which leave the state unchanged.
     """
-    check_gdn_inputs(v, b, c, g, A, initial_state)
+    check_inputs(v, b, c, g, A, initial_state, check_values=check_values)
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     B, T, H, D = v.shape

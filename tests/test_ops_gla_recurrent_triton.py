@@ -1,4 +1,4 @@
-"""The recurrent Triton GDN kernel (hymo_mini.gdn_triton) against gated_delta_rule_ref.
+"""The recurrent Triton GDN kernel (hymo_mini.ops.gla.recurrent_triton) against naive_gla.
 
 Forward output, final state and every gradient (v, b, c, g, A, A_log, initial_state), by
 relative RMS error, on awkward sizes. On CPU the kernels run under the Triton interpreter
@@ -13,14 +13,14 @@ import pytest
 import torch
 from gdn_oracle import compare_to_reference, make_leaves, rel_err
 
-import hymo_mini.gdn as gdn
-import hymo_mini.gdn_triton as gdn_triton
-from hymo_mini.gdn import gated_delta_rule, gated_delta_rule_ref
-from hymo_mini.gdn_triton import triton_gated_delta_rule
+import hymo_mini.ops as ops
+import hymo_mini.ops.gla.recurrent_triton as gdn_triton
+from hymo_mini.ops import gated_linear_attention, naive_gla
+from hymo_mini.ops.gla.recurrent_triton import recurrent_gla_triton
 
 
 def kernel(v, b, c, g, A, h0, output_final_state):
-    return triton_gated_delta_rule(v, b, c, g, A, h0, output_final_state)
+    return recurrent_gla_triton(v, b, c, g, A, h0, output_final_state)
 
 
 def check_against_reference(B, T, H, S, D, dtype, decay_scale, with_h0, output_final_state, tol):
@@ -66,10 +66,10 @@ def test_only_final_state_used():
     """A loss on the final state alone: the backward runs with no gradient for o."""
     v, b, c, g, A_log, h0 = make_leaves(1, 5, 2, 12, 20, torch.float32)
     A = -torch.exp(A_log)
-    _, final = triton_gated_delta_rule(v, b, c, g, A, h0, output_final_state=True)
+    _, final = recurrent_gla_triton(v, b, c, g, A, h0, output_final_state=True)
     grads = torch.autograd.grad(final.square().sum(), [v, b, c, g, A_log, h0])
     ref_leaves = [t.detach().double().requires_grad_() for t in (v, b, c, g, A_log, h0)]
-    _, final_ref = gated_delta_rule_ref(*ref_leaves[:4], -torch.exp(ref_leaves[4]), ref_leaves[5])
+    _, final_ref = naive_gla(*ref_leaves[:4], -torch.exp(ref_leaves[4]), ref_leaves[5])
     grads_ref = torch.autograd.grad(final_ref.square().sum(), ref_leaves, allow_unused=True)
     assert rel_err(final, final_ref) < 2e-5
     assert grads_ref[2] is None and not grads[2].any()  # the state never reads c
@@ -90,7 +90,7 @@ def test_backward_saves_no_state_trajectory():
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        o, _ = triton_gated_delta_rule(v, b, c, g, -torch.exp(A_log), h0, True)
+        o, _ = recurrent_gla_triton(v, b, c, g, -torch.exp(A_log), h0, True)
     largest_input = max(v.numel(), b.numel(), h0.numel())  # 320, 192, 480
     assert saved and max(saved) <= largest_input < B * T * H * S * D, saved
     o.sum().backward()  # and the backward still runs from what was saved
@@ -99,7 +99,7 @@ def test_backward_saves_no_state_trajectory():
 
 def test_empty_sequence_passes_the_state_through():
     (v, b, c, g, A_log, h0) = make_leaves(2, 0, 2, 3, 4, torch.float32)
-    o, final = triton_gated_delta_rule(v, b, c, g, -torch.exp(A_log), h0, True)
+    o, final = recurrent_gla_triton(v, b, c, g, -torch.exp(A_log), h0, True)
     assert o.shape == (2, 0, 2, 4)
     torch.testing.assert_close(final, h0.detach())
 
@@ -110,9 +110,9 @@ def test_dispatcher_triton_backend_matches_reference():
     (v, b, c, g, A_log, h0) = make_leaves(2, 6, 2, 3, 5, torch.float32)
     A = -torch.exp(A_log)
     with torch.no_grad():  # inference: the forward keeps no checkpoints
-        o, final = gated_delta_rule(v, b, c, g, A, initial_state=h0, output_final_state=True,
-                                    backend="triton")
-    o_ref, final_ref = gated_delta_rule_ref(v, b, c, g, A, h0)
+        o, final = gated_linear_attention(v, b, c, g, A, initial_state=h0, output_final_state=True,
+                                    backend="recurrent_triton")
+    o_ref, final_ref = naive_gla(v, b, c, g, A, h0)
     assert rel_err(o, o_ref) < 2e-5 and rel_err(final, final_ref) < 2e-5
 
 
@@ -120,22 +120,22 @@ def _fake_cuda(T: int, dtype=torch.float32, B: int = 1, H: int = 1):
     return types.SimpleNamespace(device=torch.device("cuda"), dtype=dtype, shape=(B, T, H, 1))
 
 
-def test_auto_picks_triton_on_cuda_tensors(monkeypatch):
-    monkeypatch.setattr(gdn, "_available", lambda name: name != "triton_chunk")
-    assert gdn._auto_backend(_fake_cuda(4096)) == "triton"
-    monkeypatch.setattr(gdn, "_available", lambda name: True)
-    assert gdn._auto_backend(_fake_cuda(4096)) == "triton_chunk"  # the chunked kernel
-    assert gdn._auto_backend(_fake_cuda(1)) == "triton"  # decoding: the recurrent kernel
-    assert gdn._auto_backend(_fake_cuda(4096, torch.float64)) == "chunk"  # kernels are fp32
-    # the H200 sweep's crossover (B·H = 40): recurrent up to T = 1024, chunked from 2048;
-    # many (batch, head) pairs (unmeasured at short T) keep the chunked kernel
-    assert gdn._auto_backend(_fake_cuda(1024, H=40)) == "triton"
-    assert gdn._auto_backend(_fake_cuda(2048, H=40)) == "triton_chunk"
-    assert gdn._auto_backend(_fake_cuda(1024, B=64, H=40)) == "triton_chunk"
+def test_auto_picks_a_kernel_on_cuda_tensors(monkeypatch):
+    monkeypatch.setattr(ops, "_triton_installed", lambda: True)
+    assert ops.auto_backend("gla", _fake_cuda(4096)) == "chunk_triton"  # the chunked kernel
+    assert ops.auto_backend("gla", _fake_cuda(1)) == "recurrent_triton"  # decoding
+    assert ops.auto_backend("gla", _fake_cuda(4096, torch.float64)) == "chunk_torch"  # fp32 only
+    # short sequences with few (batch, head) pairs: the recurrent kernel up to T = 1024
+    assert ops.auto_backend("gla", _fake_cuda(1024, H=40)) == "recurrent_triton"
+    assert ops.auto_backend("gla", _fake_cuda(2048, H=40)) == "chunk_triton"
+    assert ops.auto_backend("gla", _fake_cuda(1024, B=64, H=40)) == "chunk_triton"
+    assert ops.auto_backend("delta", _fake_cuda(4096)) == "naive"  # the rule's only path
+    monkeypatch.setattr(ops, "_triton_installed", lambda: False)
+    assert ops.auto_backend("gla", _fake_cuda(4096)) == "chunk_torch"
 
 
 def test_auto_never_picks_a_kernel_on_cpu():
-    assert gdn._auto_backend(torch.zeros(1)) in ("chunk", "eager")
+    assert ops.auto_backend("gla", torch.zeros(1, 1, 1, 1)) == "chunk_torch"
 
 
 def test_explicit_triton_without_gpu_or_interpreter_says_how(monkeypatch):
@@ -144,16 +144,16 @@ def test_explicit_triton_without_gpu_or_interpreter_says_how(monkeypatch):
     (v, b, c, g, A_log) = make_leaves(1, 3, 1, 2, 2, torch.float32, with_h0=False)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
-        gated_delta_rule(v, b, c, g, -torch.exp(A_log), backend="triton")
+        gated_linear_attention(v, b, c, g, -torch.exp(A_log), backend="recurrent_triton")
     monkeypatch.setattr(gdn_triton, "INTERPRET", False)  # the kernel module checks too
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
-        triton_gated_delta_rule(v, b, c, g, -torch.exp(A_log))
+        recurrent_gla_triton(v, b, c, g, -torch.exp(A_log))
 
 
 def test_unknown_backend_is_rejected():
     (v, b, c, g, A_log) = make_leaves(1, 3, 1, 2, 2, torch.float32, with_h0=False)
-    with pytest.raises(ValueError, match="backend must be"):
-        gated_delta_rule(v, b, c, g, -torch.exp(A_log), backend="cuda")
+    with pytest.raises(ValueError, match="the 'gla' rule has the backends"):
+        gated_linear_attention(v, b, c, g, -torch.exp(A_log), backend="cuda")
 
 
 @pytest.mark.parametrize("bad", ["c_shape", "g_rank", "nan_g", "h0_shape", "int_v"])
@@ -166,7 +166,7 @@ def test_bad_inputs_are_named(bad):
                 "g_rank": (ValueError, "g must have rank 3"),
                 "nan_g": (ValueError, "must be finite"),
                 "h0_shape": (ValueError, "initial_state must have shape"),
-                "int_v": (TypeError, "v has unsupported dtype")}[bad]
+                "int_v": (TypeError, "v has dtype torch.int32")}[bad]
     if bad == "c_shape":
         kwargs["c"] = c[..., :2]
     elif bad == "g_rank":
@@ -178,7 +178,7 @@ def test_bad_inputs_are_named(bad):
     else:
         kwargs["v"] = v.to(torch.int32)
     with pytest.raises(expected[0], match=expected[1]):
-        triton_gated_delta_rule(**kwargs)
+        recurrent_gla_triton(**kwargs)
 
 
 # ------------------------------------------------------------------------- benchmark figures

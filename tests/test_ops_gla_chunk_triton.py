@@ -1,4 +1,4 @@
-"""The chunked Triton GDN kernel (hymo_mini.gdn_triton_chunk) against gated_delta_rule_ref.
+"""The chunked Triton GDN kernel (hymo_mini.ops.gla.chunk_triton) against naive_gla.
 
 Forward output, final state and every gradient (v, b, c, g, A, A_log, initial_state), by
 relative RMS error, on awkward sizes (T = 1, T = 63, S = 12, D = 20, S = D = 32, B and
@@ -13,9 +13,9 @@ import pytest
 import torch
 from gdn_oracle import DEVICE, compare_to_reference, make_leaves, rel_err
 
-import hymo_mini.gdn_triton_chunk as gtc
-from hymo_mini.gdn import gated_delta_rule, gated_delta_rule_ref
-from hymo_mini.gdn_triton_chunk import triton_chunk_gated_delta_rule
+import hymo_mini.ops.gla.chunk_triton as gtc
+from hymo_mini.ops import gated_linear_attention, naive_gla
+from hymo_mini.ops.gla.chunk_triton import chunk_gla_triton
 
 # fp32: plain fp32 products in the interpreter; TF32 (10-bit mantissa) on the GPU.
 # The gate gradients dg, dA sum many cancelling terms, so they get 5x more room.
@@ -26,7 +26,7 @@ ACTIVE = "INTERPRET_CONFIGS" if gtc.INTERPRET else "CONFIGS"  # the launch setti
 
 def check(B, T, H, S, D, dtype, decay_scale, with_h0, output_final_state):
     tol = FP32_TOL if dtype == torch.float32 else LOW_TOL
-    return compare_to_reference(triton_chunk_gated_delta_rule, B, T, H, S, D, dtype,
+    return compare_to_reference(chunk_gla_triton, B, T, H, S, D, dtype,
                                 decay_scale, with_h0, output_final_state, tol, gate_tol=5 * tol)
 
 
@@ -61,7 +61,7 @@ def test_block_size_checked(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), block=64))
     leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
     with pytest.raises(ValueError, match="block"):
-        triton_chunk_gated_delta_rule(*leaves[:4], -torch.exp(leaves[4]))
+        chunk_gla_triton(*leaves[:4], -torch.exp(leaves[4]))
 
 
 @pytest.mark.triton
@@ -79,10 +79,10 @@ def test_only_final_state_used():
     """A loss on the final state alone: autograd hands the backward do = None."""
     v, b, c, g, A_log = (t.detach().requires_grad_()
                          for t in make_leaves(1, 20, 2, 12, 20, torch.float32, False))
-    _, final = triton_chunk_gated_delta_rule(v, b, c, g, -torch.exp(A_log), None, True)
+    _, final = chunk_gla_triton(v, b, c, g, -torch.exp(A_log), None, True)
     final.sum().backward()
     ref_leaves = [t.detach().double().requires_grad_() for t in (v, b, c, g, A_log)]
-    _, final_ref = gated_delta_rule_ref(*ref_leaves[:4], -torch.exp(ref_leaves[4]))
+    _, final_ref = naive_gla(*ref_leaves[:4], -torch.exp(ref_leaves[4]))
     final_ref.sum().backward()
     for t, r in zip((v, b, g, A_log), ref_leaves[:2] + ref_leaves[3:], strict=True):
         assert rel_err(t.grad, r.grad) < 5 * FP32_TOL
@@ -92,14 +92,14 @@ def test_only_final_state_used():
 
 @pytest.mark.triton
 def test_dispatcher_and_layout():
-    """backend="triton_chunk" through the dispatcher, on non-contiguous inputs."""
+    """backend="chunk_triton" through the dispatcher, on non-contiguous inputs."""
     v, b, c, g, A_log, h0 = (t.detach() for t in make_leaves(2, 24, 3, 8, 8, torch.float32))
     b_t = b.transpose(1, 2).contiguous().transpose(1, 2)  # same values, other strides
     assert not b_t.is_contiguous()
     A = -torch.exp(A_log)
-    o, final = gated_delta_rule(v, b_t, c, g, A, initial_state=h0, output_final_state=True,
-                                backend="triton_chunk")
-    o_ref, final_ref = gated_delta_rule_ref(v, b, c, g, A, h0)
+    o, final = gated_linear_attention(v, b_t, c, g, A, initial_state=h0, output_final_state=True,
+                                backend="chunk_triton")
+    o_ref, final_ref = naive_gla(v, b, c, g, A, h0)
     assert rel_err(o, o_ref) < FP32_TOL and rel_err(final, final_ref) < FP32_TOL
 
 
@@ -109,15 +109,15 @@ def test_comparison_can_fail():
     tolerance, and (in exact fp32, on CPU) so is one step's gate changed by 1%."""
     v, b, c, g, A_log = (t.detach() for t in make_leaves(1, 20, 2, 6, 5, torch.float32, False))
     A = -torch.exp(A_log)
-    o_ref, _ = gated_delta_rule_ref(v, b, c, g, A)
+    o_ref, _ = naive_gla(v, b, c, g, A)
     A_wrong = A.clone()
     A_wrong[1] *= 1.5
-    o_wrong, _ = triton_chunk_gated_delta_rule(v, b, c, g, A_wrong)
+    o_wrong, _ = chunk_gla_triton(v, b, c, g, A_wrong)
     assert rel_err(o_wrong, o_ref) > 10 * FP32_TOL
     if DEVICE == "cpu":
         g_wrong = g.clone()
         g_wrong[0, 3, 1] *= 1.01
-        o_wrong, _ = triton_chunk_gated_delta_rule(v, b, c, g_wrong, A)
+        o_wrong, _ = chunk_gla_triton(v, b, c, g_wrong, A)
         assert rel_err(o_wrong, o_ref) > 5 * FP32_TOL
 
 
@@ -126,10 +126,10 @@ def test_needs_gpu_or_interpreter(monkeypatch):
     v, b, c, g, A_log = (t.detach().cpu() for t in make_leaves(1, 4, 1, 3, 3, torch.float32,
                                                                False))
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
-        triton_chunk_gated_delta_rule(v, b, c, g, -torch.exp(A_log))
+        chunk_gla_triton(v, b, c, g, -torch.exp(A_log))
 
 
 def test_empty_sequence():
     v, b, c, g, A_log, h0 = (t.detach() for t in make_leaves(2, 0, 2, 3, 4, torch.float32))
-    o, final = triton_chunk_gated_delta_rule(v, b, c, g, -torch.exp(A_log), h0, True)
+    o, final = chunk_gla_triton(v, b, c, g, -torch.exp(A_log), h0, True)
     assert o.shape == (2, 0, 2, 4) and torch.equal(final, h0)

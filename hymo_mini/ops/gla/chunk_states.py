@@ -1,4 +1,4 @@
-"""The chunk-level passes of the chunked Triton GDN kernel: the state each 64-step chunk
+"""The chunk-level passes of the chunked Triton gla kernel: the state each 64-step chunk
 starts with (forward) and the state gradient at each chunk's end (backward).
 
     forward    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k,   ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s
@@ -6,13 +6,10 @@ starts with (forward) and the state gradient at each chunk's end (backward).
 
 with L the gate summed from the chunk start. The forward runs in two kernels: one program
 per chunk computes every ΔH_k at once, then a light sequential scan per (batch, head,
-block of the state) only multiplies and adds S x D states. (One sequential kernel that
-also computed the ΔH_k as it went was timed too, on the H200 at B=4, T=4096 (benchmarks/
-results/chunk_sweep_h200_2026-11-30.json): no faster, 0.79-0.87 ms against 0.77 ms for the
-whole forward; it was dropped.) The backward
+block of the state) only multiplies and adds S x D states. The backward
 is one sequential kernel, right to left. The (n, d) entries of a state evolve
 independently, so a sequential program may own a (BS, BD) block of it.
-``hymo_mini.gdn_triton_chunk`` launches these and does the in-chunk work; its docstring
+``hymo_mini.ops.gla.chunk_triton`` launches these and does the in-chunk work; its docstring
 has the derivation.
 """
 
@@ -21,7 +18,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = []  # kernels only, launched by hymo_mini.gdn_triton_chunk
+__all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
 
 # --------------------------------------------------------------------------------------
 # Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);

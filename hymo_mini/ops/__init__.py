@@ -1,0 +1,132 @@
+"""The GDN recurrences and the one place that chooses how to run them.
+
+Two rules, one folder each (flash-linear-attention's ``ops/<op>/`` layout), each with its
+plain loop first and the faster paths beside it:
+
+    gla/          the document's recurrence: gated linear attention, decay and write
+        naive.py            naive_gla                the loop over time (the oracle)
+        chunk.py            chunk_gla_torch          chunkwise-parallel, PyTorch + einops
+        recurrent_triton.py recurrent_gla_triton     one Triton program per (batch, head)
+        chunk_triton.py     chunk_gla_triton         chunked Triton kernel (+ chunk_states.py)
+    gated_delta/  the true gated delta rule: decay, erase, write
+        naive.py            naive_gated_delta        the loop over time (the oracle)
+
+:func:`gated_linear_attention` and :func:`gated_delta_rule` dispatch by ``backend``:
+"naive", "chunk_torch", "recurrent_triton", "chunk_triton", or "auto" (the fastest
+correct path for the device, dtype and length). A backend a rule does not have is an
+error that names the rule and the backends it has. The Triton modules are imported on
+first use, so ``TRITON_INTERPRET=1`` may be set after ``import hymo_mini``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.gated_delta.naive import naive_gated_delta
+from hymo_mini.ops.gla.chunk import chunk_gla_torch
+from hymo_mini.ops.gla.naive import naive_gla
+
+__all__ = ["RULES", "gated_linear_attention", "gated_delta_rule", "auto_backend",
+           "check_inputs", "empty_sequence", "naive_gla", "naive_gated_delta",
+           "chunk_gla_torch", "triton_usable"]
+
+# rule -> the backends it has, slowest first
+RULES = {
+    "gla": ("naive", "chunk_torch", "recurrent_triton", "chunk_triton"),
+    "delta": ("naive",),
+}
+TRITON_BACKENDS = ("recurrent_triton", "chunk_triton")
+
+
+def triton_usable(device: torch.device) -> bool:
+    """Whether a Triton kernel can run on ``device``: compiled on CUDA, or interpreted on
+    the CPU when ``TRITON_INTERPRET=1``."""
+    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _triton_installed() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def auto_backend(rule: str, v: torch.Tensor) -> str:
+    """The backend "auto" picks for tensors like ``v`` (B, T, H, D).
+
+    On a CUDA GPU the chunked kernel, except for short sequences: a chunk is mostly empty
+    for T < 64 (decoding), and with few (batch, head) pairs one sequence of up to 1,024
+    steps does not fill the GPU, so the recurrent kernel serves T <= 1024 when B·H <= 160
+    (the crossover measured in benchmarks/, see the book's kernel report). fp64 runs in
+    PyTorch (the kernels compute in fp32). On a CPU the chunked PyTorch form, which is
+    far faster than any kernel under the Triton interpreter.
+    """
+    backends = RULES[rule]
+    if v.device.type == "cuda" and v.dtype != torch.float64 and _triton_installed():
+        B, T, H = v.shape[:3]
+        recurrent = T < 64 or (T <= 1024 and B * H <= 160)
+        order = ("recurrent_triton", "chunk_triton") if recurrent else TRITON_BACKENDS[::-1]
+        for name in order:
+            if name in backends:
+                return name
+    return "chunk_torch" if "chunk_torch" in backends else "naive"
+
+
+def _resolve(rule: str, backend: str, v) -> str:
+    if not isinstance(v, torch.Tensor):
+        raise TypeError(f"v must be a torch.Tensor of shape (B, T, H, D), got {type(v).__name__}")
+    if backend == "auto":
+        return auto_backend(rule, v)
+    if backend not in RULES[rule]:
+        raise ValueError(f"backend={backend!r}: the {rule!r} rule has the backends "
+                         f"{', '.join(map(repr, ('auto',) + RULES[rule]))}")
+    if backend in TRITON_BACKENDS:
+        if not _triton_installed():
+            raise RuntimeError(f"backend={backend!r} needs Triton, which is not installed; "
+                               "use backend='auto' or 'chunk_torch'")
+        if not triton_usable(v.device):
+            raise RuntimeError(
+                f"backend={backend!r} needs a CUDA GPU, or the Triton interpreter on CPU: set "
+                "TRITON_INTERPRET=1 before the first kernel is imported, or use "
+                "backend='auto' or 'chunk_torch'")
+    return backend
+
+
+def gated_linear_attention(v, b, c, g, A, *, initial_state=None, output_final_state=False,
+                           backend: str = "auto", check_values: bool = True):
+    """The document's GDN recurrence, H_t = exp(g_t A) ⊙ H_{t-1} + b_t ⊗ v_t, o_t = c_tᵀ H_t.
+
+    v (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S); initial_state (B, H, S, D).
+    Returns ``(o, final_state)``: o in v's dtype; final_state (B, H, S, D) fp32 (fp64 for
+    fp64 inputs) if ``output_final_state``, else None. ``check_values=False`` skips the
+    finiteness check of g and A (a host-device sync on a GPU).
+    """
+    name = _resolve("gla", backend, v)
+    args = (v, b, c, g, A, initial_state, output_final_state)
+    if name == "naive":
+        o, state = naive_gla(v, b, c, g, A, initial_state, check_values=check_values)
+        return o, (state if output_final_state else None)
+    if name == "chunk_torch":
+        return chunk_gla_torch(*args, check_values=check_values)
+    if name == "recurrent_triton":
+        from hymo_mini.ops.gla.recurrent_triton import recurrent_gla_triton
+        return recurrent_gla_triton(*args, check_values=check_values)
+    from hymo_mini.ops.gla.chunk_triton import chunk_gla_triton
+    return chunk_gla_triton(*args, check_values=check_values)
+
+
+def gated_delta_rule(v, b, c, g, A, beta, *, initial_state=None, output_final_state=False,
+                     backend: str = "auto", check_values: bool = True):
+    """The true gated delta rule: decay by exp(g_t A), erase along b_t, write β_t v_t.
+
+    Layouts as :func:`gated_linear_attention`, plus beta (B, T, H) in (0, 1); the caller
+    L2-normalises b and c. Returns ``(o, final_state or None)``.
+    """
+    name = _resolve("delta", backend, v)
+    assert name == "naive", name  # the only backend RULES lists for this rule
+    o, state = naive_gated_delta(v, b, c, g, A, beta, initial_state, check_values=check_values)
+    return o, (state if output_final_state else None)

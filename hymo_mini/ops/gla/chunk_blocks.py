@@ -1,0 +1,180 @@
+"""The in-chunk kernels of the chunked Triton gla kernel: the output pass (forward) and
+the gradient pass (backward), each a program per (chunk, batch, head) that walks the
+chunk's 16-step blocks with the state (or its gradient) on chip.
+
+``hymo_mini.ops.gla.chunk_triton`` launches them; its docstring derives both, including
+the levels that keep every decay factor in [0, 1] (``_level``, ``_intra`` here).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from hymo_mini.ops.gla.chunk_states import _rows
+
+__all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
+
+# --------------------------------------------------------------------------------------
+# Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);
+# states (B·H, NC, S, D) fp32. Step t of (i_b, i_h) is row (i_b·T + t)·H + i_h.
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _gate_sums(b_g, o_i, BT: tl.constexpr):
+    """Gate summed from the block start, l [BT], and over the whole block, l_end."""
+    b_l = tl.cumsum(b_g, axis=0)  # [BT]
+    return b_l, tl.sum(tl.where(o_i == BT - 1, b_l, 0.0), axis=0)
+
+
+@triton.jit
+def _level(b_l, o_i, k: tl.constexpr):
+    """Level k of a block's pairs s < t: those whose step indices first differ in bit k,
+    i.e. s in the lower and t in the upper half of one 2^(k+1)-step sub-block. Every pair
+    s < t of the block is on exactly one of the levels 0 .. log2(BT) - 1.
+
+    The decay of a pair splits at r, the first step of the upper half: exp((l_t - l_s) A) =
+    exp((l_t - l_r) A) · exp((l_r - l_s) A), both exponents ≥ 0 times A < 0, both factors
+    in [0, 1]. Each step is a t on this level (bit k set) or an s (bit k clear), never both,
+    so one gap per row serves: gap_t = l_t - l_r for the t rows, l_r - l_s for the s rows.
+    Returns gap [BT] (≥ 0) and the level's pair mask [BT, BT]."""
+    hi = o_i >> k  # [BT] which half-sub-block
+    is_t = (hi & 1) == 1  # [BT] upper half: this row is a t of the level
+    o_r = tl.where(is_t, hi, hi + 1) << k  # [BT] first step of the upper half (< BT)
+    b_lr = tl.sum(tl.where(o_i[None, :] == o_r[:, None], b_l[None, :], 0.0), axis=1)  # [BT]
+    b_gap = tl.where(is_t, b_l - b_lr, b_lr - b_l)  # [BT] ≥ 0
+    m_k = (hi[:, None] == hi[None, :] + 1) & is_t[:, None]  # [BT, BT] pairs of level k
+    return b_gap, m_k
+
+
+@triton.jit
+def _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT: tl.constexpr, GRAD: tl.constexpr,
+           PRECISION: tl.constexpr):
+    """The block's decay-weighted attention W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t,
+    level by level (see _level): W = diag(c · b) + Σ_k mask_k ⊙ (c ⊙ X_k)(b ⊙ X_k)^T with
+    X_k = exp(gap_k A) ≤ 1, four tl.dot calls and 4·BT·BS exponentials, where the direct
+    [BT, BT, BS] tensor of decays takes BT·BT·BS and no tensor cores. Nothing overflows:
+    every factor is at most one, and one that underflows to zero belongs to a pair whose
+    true weight is below 1e-38 too. If GRAD, also the in-block parts (pairs s < t) of
+    Σ_s M_ts b_s E_ts and Σ_t M_ts c_t E_ts [BT, BS] for the caller's strictly causal M.
+    Returns W [BT, BT] and the two [BT, BS] sums (zeros unless GRAD)."""
+    b_W = tl.where(o_i[:, None] == o_i[None, :], tl.sum(b_c * b_b, axis=1)[:, None], 0.0)
+    b_dc = tl.zeros_like(b_c)
+    b_db = tl.zeros_like(b_b)
+    for k in tl.static_range(LOG2_BT):
+        b_gap, m_k = _level(b_l, o_i, k)
+        b_X = tl.exp(b_gap[:, None] * b_A[None, :])  # [BT, BS] in [0, 1]
+        b_cX, b_bX = b_c * b_X, b_b * b_X
+        b_W += tl.where(m_k, tl.dot(b_cX, tl.trans(b_bX), input_precision=PRECISION), 0.0)
+        if GRAD:
+            b_Mk = tl.where(m_k, b_M, 0.0)  # [BT, BT]
+            b_dc += b_X * tl.dot(b_Mk, b_bX, input_precision=PRECISION)  # [BT, BS]
+            b_db += b_X * tl.dot(tl.trans(b_Mk), b_cX, input_precision=PRECISION)
+    return b_W, b_dc, b_db
+
+
+@triton.jit
+def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
+                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
+                       LOG2_BT: tl.constexpr, STORE_HB: tl.constexpr, PRECISION: tl.constexpr):
+    """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip.
+    If STORE_HB (autograd will need it), also the state each block starts with."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
+                  other=0.0)  # [BS, BD] fp32, the state the chunk starts with
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
+        if STORE_HB:
+            i_blk = i_c * (BC // BT) + i_t
+            tl.store(hb + (i_bh.to(tl.int64) * NB + i_blk) * S * D + o_sd, b_h, mask=m_h)
+        o_t = i_c * BC + i_t * BT + o_i
+        m_t = o_t < T
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        # read the state the block starts with, then the block itself
+        b_cH = b_c * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
+        b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
+        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+        b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
+        p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
+        tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+        # hand the state to the next block
+        b_bH = b_b * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS]
+        b_h = b_h * tl.exp(b_lend * b_A)[:, None]
+        b_h += tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
+
+
+@triton.jit
+def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                      BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
+                      LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
+    """dv, db, dc, dg and Σ g dlog for one chunk of one (b, h): its blocks right to left."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_dh = tl.load(dhs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
+                   other=0.0)  # [BS, BD] the gradient at the chunk's end
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    b_dA = tl.zeros([BS], dtype=tl.float32)
+    NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)
+    for k in range(0, NT):
+        i_t = NT - 1 - k
+        # H: the state at the block start, stored by the forward
+        p_hb = hb + (i_bh.to(tl.int64) * NB + i_c * (BC // BT) + i_t) * S * D
+        b_h = tl.load(p_hb + o_sd, mask=m_h, other=0.0)  # [BS, BD]
+        # the block
+        o_t = i_c * BC + i_t * BT + o_i
+        m_t = o_t < T
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        b_ec = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] block start -> t
+        b_eb = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> block end
+        b_eT = tl.exp(b_lend * b_A)  # [BS] the whole block
+        b_M = tl.dot(b_do, tl.trans(b_v), input_precision=PRECISION)  # [BT, BT] do_t·v_s
+        b_Mdiag = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_M, 0.0), axis=1)  # [BT]
+        b_M = tl.where(o_i[:, None] > o_i[None, :], b_M, 0.0)  # pairs s < t
+        b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT, True, PRECISION)
+        b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
+        b_dv += tl.dot(b_b * b_eb, b_dh, input_precision=PRECISION)
+        b_dch = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
+        b_dbh = b_eb * tl.dot(b_v, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+        # dlog_t, summed so that no two large terms cancel (see the module docstring):
+        # later reads of the block-start state, earlier writes to the block end, the pairs
+        # s < t ≤ t' inside the block (a prefix sum of column minus row sums), the carry.
+        b_x = b_b * (b_dbh + b_dbi) - b_c * b_dci  # [BT, BS]
+        b_dlog = tl.cumsum(b_c * b_dch, axis=0, reverse=True) + tl.cumsum(b_x, axis=0) - b_x
+        b_dlog += (b_eT * tl.sum(b_h * b_dh, axis=1))[None, :]  # [BT, BS]
+        b_dc = b_dch + b_dci + b_Mdiag[:, None] * b_b  # + the t = s terms
+        b_db = b_dbh + b_dbi + b_Mdiag[:, None] * b_c
+        b_dA += tl.sum(b_dlog * b_g[:, None], axis=0)  # [BS]
+        b_dg = tl.sum(b_dlog * b_A[None, :], axis=1)  # [BT]
+        o_row = row0 + o_t[:, None] * H  # [BT, 1]
+        m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
+        tl.store(dv + o_row * D + o_d[None, :], b_dv.to(dv.dtype.element_ty), mask=m_tD)
+        tl.store(dc + o_row * S + o_s[None, :], b_dc.to(dc.dtype.element_ty), mask=m_tS)
+        tl.store(db + o_row * S + o_s[None, :], b_db.to(db.dtype.element_ty), mask=m_tS)
+        tl.store(dg + row0 + o_t * H, b_dg.to(dg.dtype.element_ty), mask=m_t)
+        # the gradient at the block start = at the end of the block before
+        b_dh = b_dh * b_eT[:, None]
+        b_dh += tl.dot(tl.trans(b_c * b_ec), b_do, input_precision=PRECISION)  # [BS, BD]
+    tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s, b_dA, mask=m_s)

@@ -1,0 +1,249 @@
+"""The chunkwise-parallel Triton kernel for the gla recurrence, forward and backward.
+
+    H_t = exp(g_t * A) ⊙ H_{t-1} + b_t ⊗ v_t ,      o_t = c_t^T H_t
+
+``hymo_mini.ops.gla.chunk`` derives the chunked form in einops; this module runs it on the
+GPU's tensor cores. Two lengths are in play:
+
+* **Chunks of BC = 64 steps** are where the state is written to memory: H_k, the state
+  chunk k starts with (S·D fp32 per 64 steps). A parallel kernel computes what each chunk
+  adds on its own, ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s, and a light sequential
+  kernel per (batch, head) chains them, H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k
+  (``hymo_mini.ops.gla.chunk_states``).
+* **Blocks of BT = 16 steps** are where the decay-weighted attention is computed. A
+  program per (chunk, batch, head) loads H_k and walks its blocks, carrying the state on
+  chip: o = (c ⊙ exp(l A)) H + W v, H ← exp(l_end A) ⊙ H + (b ⊙ exp((l_end - l) A))^T v,
+  with l the gate summed from the block start.
+
+The weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, are where the structure of
+the decay matters. Factored as (c_t exp(l_t A)) · (b_s exp(-l_s A)) they are one tl.dot,
+but exp(-l_s A) overflows fp32 once l_s·|A_n| passes ~88, which at this model's decay
+rates (head h forgets at rate h + 1; the benchmark's g averages 0.5) happens within a few
+steps. Building every exp((l_t - l_s) A_n) directly, a [16, 16, S] tensor, is safe but
+costs 16·S exponentials per step and no tensor cores. This kernel splits the pairs s < t
+into levels by the highest bit in which their in-block indices differ (k = 0 .. 3): at
+level k, s lies in the lower and t in the upper half of one 2^(k+1)-step sub-block, and
+the decay splits at r, the first step of that upper half:
+
+    exp((l_t - l_s) A) = exp((l_t - l_r) A) · exp((l_r - l_s) A),   both factors in [0, 1].
+
+Each row is a t or an s on a level, never both, so one [16, S] tensor of factors per
+level serves both sides; a level is one masked tl.dot. In total 4·S exponentials per step
+(a quarter), four small tensor-core products instead of a [16, 16, S] reduction, and still
+nothing overflows: a factor that underflows to zero belongs to a pair whose true decay is
+below 1e-38 as well. The diagonal s = t is Σ_n c_tn b_tn. (Blocks of 32 steps, five
+levels, also work; see ``BLOCKS``.)
+
+The backward, derived (per block; dH is the gradient of the loss with respect to the
+state at the block's end, H the state at its start, M_ts = do_t · v_s for s ≤ t):
+
+    dv_s = Σ_{t≥s} W_ts do_t + (b_s ⊙ exp((l_end - l_s) A)) dH
+    dc_t = exp(l_t A) ⊙ (H do_t) + Σ_{s≤t} M_ts b_s ⊙ exp((l_t - l_s) A)
+    db_s = exp((l_end - l_s) A) ⊙ (dH v_s) + Σ_{t≥s} M_ts c_t ⊙ exp((l_t - l_s) A)
+
+The gradient of the log-decay g_t A (an S-vector), dlog_t, collects every decay factor
+that spans step t: reads at t' ≥ t of the block-start state, writes at s < t carried to
+the block end, pairs s < t ≤ t' inside the block, and the carry exp(l_end A):
+
+    dlog_t = Σ_{t'≥t} c_t' ⊙ dc^H_t' + Σ_{s<t} (b_s ⊙ (db^H_s + db^W_s) - c_s ⊙ dc^W_s)
+             + exp(l_end A) ⊙ rowsum(H ⊙ dH)
+
+(superscript H: the part through the block's start or end state; W: the in-block part,
+without its t = s terms, which cancel exactly; the W sum is the prefix sum of column
+minus row sums of the pairs s < t'). Then dg_t = Σ_n A_n dlog_tn and
+dA = Σ_t g_t dlog_t. The shorter dlog_t = Σ_{u≥t} (c_u ⊙ dc_u - b_u ⊙ db_u) +
+rowsum(H_end ⊙ dH) is the same number, but it subtracts terms of size one whose
+difference is tiny when the decay is strong, and with TF32 products that loses dA at
+strong decay. Every term above carries its decay factor, so it is small exactly when the
+true gradient is, and the error stays at the level of the products' rounding.
+
+The backward needs the state at each block's start and its gradient at each block's
+end. The forward stores the block-start states while it walks the blocks (only when
+autograd will need them); a sequential kernel, right to left, stores the gradient at each
+chunk's end, dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do; a program per chunk then
+walks its blocks right to left, carrying dH on chip. The backward uses the same levels,
+with the strictly causal M masked per level: the in-block part of dc is Σ_k X_k ⊙ (M_k
+(b ⊙ X_k)) and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the level's factors.
+
+Memory: besides the inputs, the forward keeps the block-start states (B·H·⌈T/16⌉·S·D
+fp32) for the backward, and the chunk states while it runs; the backward adds the
+chunk-end gradients and returns the gradients.
+
+Precision: all arithmetic in fp32; tl.dot multiplies fp32 in TF32 on the GPU
+(``DOT_PRECISION``), the interpreter in plain fp32. Inputs may be fp32, bf16, fp16 (or
+fp64, computed in fp32); o and every gradient come back in their input's dtype, the final
+state in fp32.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+
+from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.gla.chunk_blocks import _chunk_bwd_kernel, _output_fwd_kernel
+from hymo_mini.ops.gla.chunk_states import (
+    _chunk_delta_kernel,
+    _state_bwd_kernel,
+    _state_scan_kernel,
+)
+
+__all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS",
+           "BLOCKS", "INTERPRET", "DOT_PRECISION"]
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DOT_PRECISION = "tf32"  # "ieee" for full fp32 products (slower), "tf32x3" in between
+
+# Launch parameters per kernel, chosen by a sweep on an H200 (benchmarks/gdn_chunk_profile.py).
+# "split": the (split x split) block of the state a sequential program owns (its (n, d)
+# entries evolve independently, so 4 programs share one (b, h) at S = D = 32).
+# "block": 16 or 32 steps (BLOCKS). 64 is not offered: its gate gradient at strong decay
+# missed the test tolerance under TF32 products on the GPU.
+CONFIGS = {
+    "chunk": 64,  # BC: steps per stored state
+    "block": 16,  # BT: steps per attention block: 16 or 32
+    "chunk_delta": dict(num_warps=1, num_stages=1),
+    "state_scan": dict(split=16, num_warps=1, num_stages=3),
+    "output_fwd": dict(num_warps=1, num_stages=1),
+    "state_bwd": dict(split=16, num_warps=1, num_stages=3),
+    "chunk_bwd": dict(num_warps=1, num_stages=1),
+}
+BLOCKS = (16, 32)
+INTERPRET_CONFIGS = {
+    "chunk": 32,
+    "block": 16,
+    "chunk_delta": dict(num_warps=1, num_stages=1),
+    "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
+    "output_fwd": dict(num_warps=1, num_stages=1),
+    "state_bwd": dict(split=1 << 30, num_warps=1, num_stages=1),
+    "chunk_bwd": dict(num_warps=1, num_stages=1),
+}
+
+
+# --------------------------------------------------------------------------------------
+# Launchers and the autograd wrapper
+# --------------------------------------------------------------------------------------
+def _config(name: str):
+    return (INTERPRET_CONFIGS if INTERPRET else CONFIGS)[name]
+
+
+def _blocks(S: int, D: int):
+    """Full-width blocks (tl.dot needs 16 at least; masks cover the rest)."""
+    return max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
+
+
+def _split(S: int, D: int, split: int):
+    BS, BD = _blocks(S, D)
+    BS, BD = min(BS, max(16, split)), min(BD, max(16, split))
+    return BS, BD, triton.cdiv(S, BS), triton.cdiv(D, BD)
+
+
+def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
+    BT = _config("block")
+    if BT not in BLOCKS or BT > BC:
+        raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
+                         f"({BC}), got {BT}")
+    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
+    ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
+    # the chunk states: every chunk's ΔH in parallel (into hs), then the scan (in place)
+    decay = v.new_empty(B * H, NC, S, dtype=torch.float32)
+    BS, BD = _blocks(S, D)
+    cfg = _config("chunk_delta")
+    _chunk_delta_kernel[(NC, B * H)](
+        b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
+        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    cfg = _config("state_scan")
+    BS = min(triton.next_power_of_2(S), cfg["split"])  # no tl.dot: no minimum of 16
+    BD = min(triton.next_power_of_2(D), cfg["split"])
+    NS, ND = triton.cdiv(S, BS), triton.cdiv(D, BD)
+    _state_scan_kernel[(B * H * NS * ND,)](
+        hs, decay, h0, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
+        USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
+        num_warps=cfg["num_warps"])
+    # the outputs, block by block
+    cfg = _config("output_fwd")
+    BS, BD = _blocks(S, D)
+    o = torch.empty_like(v)
+    # the backward needs the state at each block's start: the chunk states if a block is a
+    # chunk, else the forward stores them (B·H·⌈T/BT⌉·S·D fp32)
+    store_hb = store_hb and BT < BC
+    hb = (v.new_empty(B * H, triton.cdiv(T, BT), S, D, dtype=torch.float32) if store_hb
+          else hs)
+    _output_fwd_kernel[(NC, B * H)](
+        v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
+        LOG2_BT=BT.bit_length() - 1, STORE_HB=store_hb, PRECISION=DOT_PRECISION,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return o, hb, ht
+
+
+def _backward(v, b, c, g, A, h0, hb, do, dht):
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
+    cfg = _config("state_bwd")
+    BS, BD, NS, ND = _split(S, D, cfg["split"])
+    dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
+    dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if h0 is not None else None
+    _state_bwd_kernel[(B * H * NS * ND,)](
+        c, g, A, do, dht, dhs, dh0, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
+        USE_DHT=dht is not None, STORE_DH0=h0 is not None, NUM_STAGES=cfg["num_stages"],
+        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"])
+    cfg = _config("chunk_bwd")
+    BS, BD = _blocks(S, D)
+    dv, db, dc, dg = (torch.empty_like(t) for t in (v, b, c, g))
+    dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
+    _chunk_bwd_kernel[(NC, B * H)](
+        v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
+        BT=_config("block"), LOG2_BT=_config("block").bit_length() - 1,
+        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    dA = dA.view(B, H, NC, S).sum(dim=(0, 2))  # (H, S)
+    return dv, db, dc, dg, dA, dh0
+
+
+class ChunkGLAFunction(torch.autograd.Function):
+    """(v, b, c, g, A, initial_state, output_final_state) -> (o, final_state or None)."""
+
+    @staticmethod
+    def forward(ctx, v, b, c, g, A, initial_state, output_final_state):
+        v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
+        h0 = initial_state.contiguous().float() if initial_state is not None else None
+        o, hb, ht = _forward(v, b, c, g, A, h0, output_final_state, any(ctx.needs_input_grad))
+        ctx.save_for_backward(v, b, c, g, A, h0, hb)
+        ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        v, b, c, g, A, h0, hb = ctx.saved_tensors
+        do = torch.zeros_like(v) if do is None else do.contiguous()
+        dht = dht.contiguous().float() if dht is not None else None
+        dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, do, dht)
+        if dh0 is not None:
+            dh0 = dh0.to(ctx.h0_dtype)
+        return dv, db, dc, dg, dA.to(A.dtype), dh0, None
+
+
+def chunk_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=False, *,
+                     check_values: bool = True):
+    """The gla recurrence by the chunked Triton kernels (backend "chunk_triton").
+
+    v (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S); initial_state (B, H, S, D) or
+    None. Returns ``(o, final_state)``: o (B, T, H, D) in v's dtype, final_state (B, H, S,
+    D) fp32 if ``output_final_state`` else None. Differentiable in v, b, c, g, A and
+    initial_state.
+    """
+    check_inputs(v, b, c, g, A, initial_state, check_values=check_values)
+    if v.device.type != "cuda" and not INTERPRET:
+        raise RuntimeError(
+            "the chunked Triton kernel needs a CUDA GPU, or the Triton interpreter on CPU: "
+            "set TRITON_INTERPRET=1 before hymo_mini.ops.gla.chunk_triton is imported, or use "
+            "gated_linear_attention(..., backend='chunk_torch')")
+    if v.shape[1] == 0:
+        return empty_sequence(v, b, initial_state, output_final_state)
+    return ChunkGLAFunction.apply(v, b, c, g, A, initial_state,
+                                             bool(output_final_state))
