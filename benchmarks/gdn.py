@@ -7,8 +7,9 @@ Backends: every hymo_mini backend of the gla rule that can run ("naive", "chunk_
 autograd Function called without the dispatcher and its input checks,
 "chunk_triton_kernel" the same for the chunked kernel: the checks' small reductions and one
 host sync are a fixed cost per call that fla does not pay), and the peer,
-flash-linear-attention's GLA kernels called so that they compute exactly this recurrence: q = c, k = b, gk = g[..., None] * A
-(a natural-log decay per state dimension), scale = 1.0, layout [B, T, H, *]:
+flash-linear-attention's GLA kernels called so that they compute exactly this recurrence:
+q = c, k = b, gk = g[..., None] * A (a natural-log decay per state dimension), scale = 1.0,
+layout [B, T, H, *]:
 
     fla_fused_recurrent   fla.ops.gla.fused_recurrent_gla(c, b, v, gk=gk, scale=1.0)
     fla_chunk             fla.ops.gla.chunk_gla(c, b, v, g=gk, scale=1.0)
@@ -65,7 +66,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 # ------------------------------------------------------------------------------ backends
 def hymo_backend(name):
-    if name == "recurrent_triton_kernel":  # the autograd Function alone: no input checks, no dispatch
+    if name == "recurrent_triton_kernel":  # the autograd Function alone: no checks, no dispatch
         from hymo_mini.ops.gla.recurrent_triton import RecurrentGLAFunction
         return lambda v, b, c, g, A: RecurrentGLAFunction.apply(
             v, b, c, g, A, None, False, torch.is_grad_enabled())[0]
