@@ -26,12 +26,13 @@ not 413 G, so 11.6.2's throughput, computed from 413 G, is some 300 times too lo
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 from hymo_mini.config import ModelConfig
 from hymo_mini.costs import gdn_cost, mla_cost
-from hymo_mini.moe import moe_param_counts, swiglu_param_count
+from hymo_mini.ffn import swiglu_param_count
+from hymo_mini.moe import moe_param_counts
+from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = [
     "DOCUMENT_FLOPS",
@@ -81,7 +82,7 @@ class Row:
     documented: float | None
 
 
-class Table:
+class Table(RenderedTable):
     """Rows with a computed value and the document's, printable as text and HTML."""
 
     def __init__(self, rows: list[Row], title: str, unit: str):
@@ -96,32 +97,14 @@ class Table:
     def as_dict(self) -> dict[str, float]:
         return {r.component: r.value for r in self.rows}
 
-    def _cells(self):
-        cells = []
+    def _table(self) -> TextTable:
+        rows = []
         for r in self.rows:
             doc = "" if r.documented is None else _si(r.documented, self.unit)
             ratio = "" if not r.documented else f"{r.documented / r.value:.3g}x" if r.value else ""
-            cells.append((r.component, r.detail, _si(r.value, self.unit), doc, ratio))
-        return cells
-
-    _header = ("component", "from", "hymo_mini", "document", "document / hymo_mini")
-
-    def __str__(self) -> str:
-        cells = [self._header, *self._cells()]
-        widths = [max(len(c[i]) for c in cells) for i in range(5)]
-        lines = ["  ".join(c[i].ljust(widths[i]) if i < 2 else c[i].rjust(widths[i])
-                           for i in range(5)).rstrip() for c in cells]
-        return "\n".join([self.title, lines[0], "-" * len(lines[0]), *lines[1:]])
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self._header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                       for row in self._cells())
-        return (f"<table><caption>{html.escape(self.title)}</caption><thead><tr>{head}</tr>"
-                f"</thead><tbody>{body}</tbody></table>")
+            rows.append((r.component, r.detail, _si(r.value, self.unit), doc, ratio))
+        return TextTable(("component", "from", "hymo_mini", "document", "document / hymo_mini"),
+                         rows, title=self.title, align="llrrr")
 
 
 def _si(value: float, unit: str) -> str:

@@ -45,13 +45,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-import html
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from hymo_mini.config import HyMoConfig, ModelConfig, load_config
+from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = [
     "COMPONENTS",
@@ -113,7 +113,7 @@ class ParamRow:
         return COMPONENTS[self.component]
 
 
-class ParamTable:
+class ParamTable(RenderedTable):
     """Rows (component, stored, active) and their totals; prints as text and HTML."""
 
     def __init__(self, rows: list[ParamRow], title: str = ""):
@@ -146,38 +146,13 @@ class ParamTable:
     def __eq__(self, other) -> bool:
         return isinstance(other, ParamTable) and self.as_dict() == other.as_dict()
 
-    def _cells(self) -> list[tuple[str, str, str, str, str]]:
-        cells = []
-        for r in self.rows:
-            cells.append((r.label, f"{r.stored:,}", _short(r.stored), f"{r.active:,}",
-                          _short(r.active)))
-        cells.append(("Total", f"{self.stored:,}", _short(self.stored), f"{self.active:,}",
-                      _short(self.active)))
-        return cells
+    def _table(self) -> TextTable:
+        def cells(label, stored, active):
+            return (label, f"{stored:,}", _short(stored), f"{active:,}", _short(active))
 
-    def __str__(self) -> str:
-        header = ("component", "stored", "", "active", "")
-        cells = self._cells()
-        widths = [max(len(c[i]) for c in [header, *cells]) for i in range(5)]
-        fmt = lambda c: "  ".join(c[0].ljust(widths[0]) if i == 0 else c[i].rjust(widths[i])
-                                  for i in range(5)).rstrip()
-        rule = "-" * len(fmt(cells[-1]))
-        lines = ([self.title] if self.title else []) + [fmt(header), rule]
-        lines += [fmt(c) for c in cells[:-1]] + [rule, fmt(cells[-1])]
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_html_(self) -> str:
-        head = "<tr><th>component</th><th>stored</th><th>active</th></tr>"
-        body = "".join(
-            f"<tr><td style='text-align:left'>{'<b>' if c[0] == 'Total' else ''}"
-            f"{html.escape(c[0])}</td><td style='text-align:right'>{c[1]} ({c[2]})</td>"
-            f"<td style='text-align:right'>{c[3]} ({c[4]})</td></tr>" for c in self._cells())
-        caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        return (f"<table class='hymo-params'>{caption}<thead>{head}</thead>"
-                f"<tbody>{body}</tbody></table>")
+        return TextTable(("component", "stored", "", "active", ""),
+                         [cells(r.label, r.stored, r.active) for r in self.rows],
+                         footer=[cells("Total", self.stored, self.active)], title=self.title)
 
 
 def _short(n: float) -> str:

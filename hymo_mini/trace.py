@@ -24,12 +24,13 @@ traces without allocating a byte::
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = ["ShapeRow", "ShapeTable", "trace_shapes", "describe"]
 
@@ -77,7 +78,7 @@ def _count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())  # .parameters() de-duplicates ties
 
 
-class ShapeTable:
+class ShapeTable(RenderedTable):
     """Rows of a trace, printable as text (``str``) and as HTML in a notebook."""
 
     columns = ("module", "class", "input shapes", "output shapes", "params")
@@ -108,34 +109,13 @@ class ShapeTable:
             rows = [r for r in rows if r.kind == kind]
         return ShapeTable(rows)
 
-    def _cells(self) -> list[tuple[str, ...]]:
-        return [(r.path or "(model)",
-                 r.kind, r.inputs, r.outputs, f"{r.params:,}") for r in self.rows]
-
-    def __str__(self) -> str:
-        cells = [self.columns, *self._cells()]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(self.columns))]
-        lines = []
-        for n, row in enumerate(cells):
-            parts = [cell.rjust(w) if i == 4 else cell.ljust(w)
-                     for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
-            lines.append("  ".join(parts).rstrip())
-            if n == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+    def _table(self) -> TextTable:
+        rows = [(r.path or "(model)", r.kind, r.inputs, r.outputs, f"{r.params:,}")
+                for r in self.rows]
+        return TextTable(self.columns, rows, align="llllr")
 
     def __repr__(self) -> str:
         return f"ShapeTable({len(self.rows)} rows)\n{self}"
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = []
-        for cells in self._cells():
-            tds = [f'<td style="text-align:left">{html.escape(c)}</td>' for c in cells[:4]]
-            tds.append(f'<td style="text-align:right">{cells[4]}</td>')
-            body.append("<tr>" + "".join(tds) + "</tr>")
-        return (f'<table class="hymo-shapes"><thead><tr>{head}</tr></thead>'
-                f"<tbody>{''.join(body)}</tbody></table>")
 
 
 def trace_shapes(model: nn.Module, *inputs, depth: int | None = None,
