@@ -2,6 +2,7 @@
 float64 computation; bf16 weights; state-dict resume; the partition and setting errors."""
 
 import copy
+import inspect
 import io
 
 import pytest
@@ -24,6 +25,14 @@ MUON_CFG = OptimizerConfig(name="muon", lr=1e-3, muon_lr=0.02, weight_decay=0.1)
 needs_torch_muon = pytest.mark.skipif(not hasattr(torch.optim, "Muon"),
                                       reason=f"torch {torch.__version__} has no torch.optim.Muon "
                                              "to compare with (it came in torch 2.9)")
+
+
+def _torch_muon(params, **settings):
+    """torch.optim.Muon computing NS5 with addmm as ours does (some torch versions make
+    that an option, ``use_addmm``, off by default; others always use it)."""
+    if "use_addmm" in inspect.signature(torch.optim.Muon).parameters:
+        settings["use_addmm"] = True
+    return torch.optim.Muon(params, **settings)
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +179,7 @@ def test_muon_equals_torch_muon_step_for_step(nesterov, weight_decay, adjust_lr_
     ours, ref = Matrices(SHAPES), Matrices(SHAPES)
     settings = {"weight_decay": weight_decay, "nesterov": nesterov, "adjust_lr_fn": adjust_lr_fn}
     opt = _muon_only(ours, lr=0.02, **settings)
-    torch_opt = torch.optim.Muon(ref.parameters(), lr=0.02, **settings)
+    torch_opt = _torch_muon(ref.parameters(), lr=0.02, **settings)
     for step in range(4):
         for o, model in ((opt, ours), (torch_opt, ref)):
             o.param_groups[0]["lr"] = 0.02 * (4 - step) / 4  # a schedule: the rate changes
@@ -184,7 +193,7 @@ def test_muon_equals_torch_muon_step_for_step(nesterov, weight_decay, adjust_lr_
 @needs_torch_muon
 def test_muon_on_bf16_weights_equals_torch_muon():
     ours, ref = Matrices(SHAPES, torch.bfloat16), Matrices(SHAPES, torch.bfloat16)
-    opt, torch_opt = _muon_only(ours, lr=0.02), torch.optim.Muon(ref.parameters(), lr=0.02)
+    opt, torch_opt = _muon_only(ours, lr=0.02), _torch_muon(ref.parameters(), lr=0.02)
     for step in range(3):
         _uneven_grads(ours.parameters(), step)
         _uneven_grads(ref.parameters(), step)
@@ -213,7 +222,7 @@ def test_muon_step_changes_only_muon_params_as_torch_muon_would(small):
     opt = build_optimizer(ours, MUON_CFG)
     muon_names = set(optimizer_groups(ref).names("muon"))
     ref_params = dict(ref.named_parameters())
-    direct = torch.optim.Muon([ref_params[n] for n in sorted(muon_names)],
+    direct = _torch_muon([ref_params[n] for n in sorted(muon_names)],
                               lr=MUON_CFG.muon_lr, weight_decay=MUON_CFG.weight_decay)
     before = {n: p.detach().clone() for n, p in ours.named_parameters()}
     for step in range(2):  # the second step uses the momentum buffer
@@ -239,7 +248,7 @@ def test_full_step_equals_muon_plus_adamw(small):
     table = optimizer_groups(ref)
     p = dict(ref.named_parameters())
     c = MUON_CFG
-    muon = torch.optim.Muon([p[n] for n in table.names("muon")], lr=c.muon_lr,
+    muon = _torch_muon([p[n] for n in table.names("muon")], lr=c.muon_lr,
                             weight_decay=c.weight_decay)
     adamw = torch.optim.AdamW(
         [{"params": [p[n] for n in table.names("adamw_decay")], "weight_decay": c.weight_decay},
