@@ -6,7 +6,7 @@ warmup-stable-decay schedule, gradient clipping and MoE balancing as
 :func:`hymo_mini.train.train`; only the optimizer differs:
 
     adamw    AdamW (lr) on every parameter
-    muon     torch.optim.Muon (muon_lr) on the MLA and GDN matrices, AdamW (lr) on the rest
+    muon     Muon (muon_lr) on the MLA and GDN matrices, AdamW (lr) on the rest
     normuon  the same split with NorMuon's per-row normalisation on top of Muon
 
 (:func:`hymo_mini.train.train` builds its own AdamW, so the loop is written out here.)

@@ -40,7 +40,7 @@ __all__ = ["MINIMUM_VERSIONS", "EnvCheck", "EnvReport", "check_environment",
 # import name -> (distribution name, minimum version); the same floors as pyproject.toml
 # (tests/test_env.py checks that the two agree)
 MINIMUM_VERSIONS: dict[str, tuple[str, str]] = {
-    "torch": ("torch", "2.5"),
+    "torch": ("torch", "2.11"),
     "triton": ("triton", "3.2"),
     "einops": ("einops", "0.8"),
     "numpy": ("numpy", "1.26"),

@@ -59,6 +59,26 @@ def test_environment_yml_pip_section_matches_pyproject():
     assert sorted(map(_normalise, listed)) == sorted(map(_normalise, wanted))
 
 
+def test_installed_torch_meets_the_declared_floor():
+    """pyproject.toml's dependency line is the one place the torch floor is declared (the
+    lowest torch the package is run on: 2.11 on the GPU machine); environment.yml asks for the
+    same, and the torch running these tests satisfies it."""
+    import torch
+
+    from hymo_mini.env import parse_version
+
+    lines = [d for d in _pyproject()["project"]["dependencies"] if _normalise(d)[0] == "torch"]
+    assert len(lines) == 1, f"pyproject.toml should list torch once, got {lines}"
+    floor = re.fullmatch(r">=([0-9.]+)", _normalise(lines[0])[1])
+    assert floor, f"pyproject.toml's torch line should be 'torch>=X.Y', got {lines[0]!r}"
+    pip = next(d["pip"] for d in _environment()["dependencies"] if isinstance(d, dict))
+    listed = [_normalise(x) for x in pip if not x.startswith("-")]
+    assert [x for x in listed if x[0] == "torch"] in ([], [("torch", floor.group(0))]), (
+        "environment.yml asks for another torch than pyproject.toml")
+    assert parse_version(torch.__version__) >= parse_version(floor.group(1)), (
+        f"torch {torch.__version__} is older than the declared torch>={floor.group(1)}")
+
+
 def _readme_test_command() -> str:
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```(?:bash|sh|console)?\n(.*?)```", readme, flags=re.S)

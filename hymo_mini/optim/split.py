@@ -1,34 +1,10 @@
-"""Optimizers: Muon on the attention and GDN matrices, AdamW on everything else.
+"""Which parameter goes to Muon and which to AdamW, and why: :func:`optimizer_groups` sorts
+a model's parameters by rule and shows the result as a table (:class:`SplitTable`);
+:func:`check_partition` makes sure a list of groups holds every trainable parameter once.
 
-The document's stack summary trains HyMo with "NorMuon (Attention/GDN 2D) + AdamW
-(Embed/Norm/Gate/MoE)" and its config has ``muon_lr`` beside ``lr``; it gives no code.
-:func:`optimizer_groups` sorts a model's parameters by rule and shows the result as a
-table; :func:`build_optimizer` turns the table into one optimizer object.
-
-**Muon** (``torch.optim.Muon``; nothing here re-implements it). For a weight matrix W with
-gradient G, per step:
-
-    B ← μ B + (1 − μ) G                         momentum (μ = 0.95), an average of gradients
-    M = G + μ (B − G)  (Nesterov)  or  B
-    O = NS5(M)                                  5 Newton–Schulz steps: M = U S Vᵀ → ≈ U Vᵀ
-    W ← W (1 − lr λ) − lr · sqrt(max(1, rows/cols)) · O
-
-``O`` keeps the directions of the momentum and throws away its singular values (five
-steps leave them roughly in (0.5, 1.5), not exactly 1, which works as well in practice),
-so every direction of the matrix moves about equally far, however unevenly the gradient
-was spread over them. That only makes sense for a matrix that maps one hidden space to
-another, which is why the rule below is about *what a parameter does*, not its ``ndim``.
-
-**NorMuon** (Li et al. 2025, arXiv 2510.05491; ``normuon=True``). Orthogonalising makes
-the singular values equal, not the rows: after NS5 some output neurons (rows of W) still
-get much larger updates than others. NorMuon keeps, per row, a running mean of the
-squared update, v ← β₂ v + (1 − β₂) mean_over_columns(O²) (β₂ = 0.95), divides each row
-of O by sqrt(v), and rescales the whole matrix back to O's Frobenius norm. So it only
-redistributes Muon's step between the rows (one extra vector of ``rows`` numbers of state
-per matrix); the total step size, and with it the meaning of ``muon_lr``, is Muon's. That
-rescaling follows the authors' reference code. It runs *after* ``torch.optim.Muon``'s
-step: the applied update is recovered from the parameter change (W_before (1 − lr λ) −
-W_after = lr' · O, with lr' Muon's shape-adjusted rate), normalised, and applied instead.
+Muon orthogonalises a matrix's update (see :mod:`hymo_mini.optim.muon`), so every direction of
+the matrix moves about equally far. That only makes sense for a matrix that maps one hidden
+space to another, which is why the rule is about *what a parameter does*, not its ``ndim``.
 
 **The rule** (one row of :data:`KINDS` per class; the table shows the reason):
 
@@ -49,16 +25,11 @@ Readings chosen (the document gives the split in one line):
   stay with Muon (above).
 * **MoE experts on AdamW, as documented.** It is a choice, not a necessity: the experts
   are ordinary matrices, and Moonshot's Moonlight (an MoE) was trained with Muon on its
-  matrices, experts included. On hymo_750m the documented split puts only 19% of the
-  parameters (215.5M of 1,128.1M) on Muon: the experts are 75% of the model.
+  matrices, experts included. On hymo_750m the experts are most of the model, so the
+  documented split puts only a small share of the parameters on Muon (the table counts it).
 * **MTP on AdamW**: it is neither attention nor GDN, and the rule names only those.
 * **Weight decay.** AdamW decays matrices (embedding, experts, MTP, conv kernel) and
-  not vectors, norms, scales, decay rates or the router. Muon decays its matrices with the
-  same λ; both decays are decoupled (W ← W (1 − lr λ)), so Muon's shrink per step is
-  ``muon_lr · λ`` (0.02 × 0.1 = 0.002), larger than AdamW's ``lr · λ``.
-* **Learning rates**: ``muon_lr`` for Muon groups, ``lr`` for AdamW groups. Every group
-  also carries ``initial_lr`` (the convention of ``torch.optim.lr_scheduler``): a schedule
-  multiplies ``group["initial_lr"]``, so both rates follow it.
+  not vectors, norms, scales, decay rates or the router. Muon decays its matrices.
 """
 
 from __future__ import annotations
@@ -71,10 +42,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from hymo_mini.config import OptimizerConfig
-
-__all__ = ["KINDS", "OptimizerSplitError", "ParamRow", "SplitTable", "optimizer_groups",
-           "check_partition", "MuonAdamW", "build_optimizer"]
+__all__ = ["KINDS", "GROUPS", "OptimizerSplitError", "ParamRow", "SplitTable",
+           "optimizer_groups", "check_partition"]
 
 
 class OptimizerSplitError(ValueError):
@@ -307,130 +276,3 @@ def check_partition(model: nn.Module, groups: list[dict]) -> None:
     if problems:
         raise OptimizerSplitError("the optimizer groups must hold every trainable parameter "
                                   "exactly once; " + "; ".join(problems))
-
-
-def _muon_step_size(group: dict, shape: torch.Size) -> float:
-    """The rate ``torch.optim.Muon`` applies to a (rows, cols) matrix (its documented
-    ``adjust_lr_fn`` rules)."""
-    rows, cols = shape[:2]
-    rule = group.get("adjust_lr_fn")
-    if rule is None or rule == "original":
-        return group["lr"] * max(1.0, rows / cols) ** 0.5
-    if rule == "match_rms_adamw":
-        return group["lr"] * 0.2 * max(rows, cols) ** 0.5
-    raise ValueError(f"adjust_lr_fn {rule!r} is not one torch.optim.Muon documents")
-
-
-class MuonAdamW(torch.optim.Optimizer):
-    """``torch.optim.Muon`` and ``torch.optim.AdamW`` as one optimizer.
-
-    groups: dicts with ``"optimizer": "muon" | "adamw"``, ``"params"`` and that optimizer's
-    settings. They must cover ``model``'s trainable parameters exactly once (checked here).
-    ``param_groups`` lists the Muon groups, then the AdamW groups; the two inner optimizers
-    share this object's groups and ``state``, so ``state_dict``/``load_state_dict`` save and
-    restore both (momenta, Adam moments, NorMuon's row statistics) in one dict.
-    """
-
-    def __init__(self, model: nn.Module, groups: list[dict], *, normuon: bool = False,
-                 normuon_beta2: float = 0.95, normuon_eps: float = 1e-10):
-        check_partition(model, groups)
-        if not 0 <= normuon_beta2 < 1:
-            raise ValueError(f"normuon_beta2 must be in [0, 1), got {normuon_beta2}")
-        split = {"muon": [], "adamw": []}
-        for i, group in enumerate(groups):
-            kind = group.get("optimizer")
-            if kind not in split:
-                raise ValueError(f"groups[{i}]['optimizer'] must be 'muon' or 'adamw', "
-                                 f"got {kind!r}")
-            group = dict(group)
-            if kind == "muon":
-                group.update(normuon=normuon, normuon_beta2=normuon_beta2,
-                             normuon_eps=normuon_eps)
-            split[kind].append(group)
-        self._muon = torch.optim.Muon(split["muon"]) if split["muon"] else None
-        self._adamw = torch.optim.AdamW(split["adamw"]) if split["adamw"] else None
-        inner = [o for o in (self._muon, self._adamw) if o is not None]
-        super().__init__([g for o in inner for g in o.param_groups], defaults={})
-        self._link()
-
-    def _link(self) -> None:
-        """Point the inner optimizers at this object's groups and state."""
-        for opt, kind in ((self._muon, "muon"), (self._adamw, "adamw")):
-            if opt is not None:
-                opt.param_groups = [g for g in self.param_groups if g["optimizer"] == kind]
-                opt.state = self.state
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        super().load_state_dict(state_dict)  # replaces self.param_groups and self.state
-        self._link()
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        if self._muon is not None:
-            before = {p: p.clone() for g in self._muon.param_groups if g["normuon"]
-                      for p in g["params"] if p.grad is not None}
-            self._muon.step()
-            for g in self._muon.param_groups:
-                if g["normuon"]:
-                    for p in g["params"]:
-                        if p in before:
-                            self._normuon(p, before[p], g)
-        if self._adamw is not None:
-            self._adamw.step()
-        return loss
-
-    def _normuon(self, p: torch.Tensor, before: torch.Tensor, group: dict) -> None:
-        """Replace Muon's applied update of ``p`` by its row-normalised version."""
-        decayed = before.mul_(1 - group["lr"] * group["weight_decay"])  # Muon's W (1 - lr λ)
-        rate = _muon_step_size(group, p.shape)
-        if rate == 0:
-            return  # nothing was applied (lr = 0)
-        o = (decayed - p).float() / rate  # (rows, cols): Muon's orthogonalised update
-        state = self.state[p]
-        if "normuon_v" not in state:
-            state["normuon_v"] = torch.zeros(p.shape[0], dtype=torch.float32, device=p.device)
-        v = state["normuon_v"]  # (rows,) running mean of each row's mean square
-        beta2 = group["normuon_beta2"]
-        v.mul_(beta2).add_(o.square().mean(dim=1), alpha=1 - beta2)
-        o_hat = o / (v.sqrt() + group["normuon_eps"])[:, None]  # (rows, cols)
-        o_hat *= o.norm() / o_hat.norm().clamp_min(group["normuon_eps"])  # keep Muon's size
-        p.copy_(decayed - rate * o_hat.to(p.dtype))
-
-
-def build_optimizer(model: nn.Module, config: OptimizerConfig, *, normuon: bool | None = None):
-    """The optimizer ``config.name`` asks for.
-
-    ``"adamw"``: ``torch.optim.AdamW`` with two groups (decayed / not, by the rule's kinds).
-    ``"muon"``: :class:`MuonAdamW`: Muon (``muon_lr``, momentum 0.95, Nesterov, decay λ)
-    on the MLA and GDN matrices, AdamW (``lr``) on the rest; ``normuon=True`` adds NorMuon's
-    row normalisation (default: ``config.normuon``). Both check that every trainable
-    parameter is in exactly one group.
-    """
-    if not isinstance(config, OptimizerConfig):
-        raise TypeError(f"config must be an OptimizerConfig (config.optimizer of a HyMoConfig), "
-                        f"got {type(config).__name__}")
-    table = optimizer_groups(model, config.name)
-    groups = []
-    for g in table.param_groups():
-        decay = config.weight_decay if g["weight_decay_on"] else 0.0
-        if g["group"] == "muon":
-            groups.append({"optimizer": "muon", "params": g["params"], "lr": config.muon_lr,
-                           "initial_lr": config.muon_lr, "weight_decay": decay})
-        else:
-            groups.append({"optimizer": "adamw", "params": g["params"], "lr": config.lr,
-                           "initial_lr": config.lr, "weight_decay": decay,
-                           "betas": config.betas, "eps": config.eps})
-    if config.name == "adamw":
-        check_partition(model, groups)
-        for g in groups:
-            g.pop("optimizer")
-        return torch.optim.AdamW(groups)
-    if normuon is None:
-        normuon = config.normuon
-    if normuon is not True and normuon is not False:
-        raise TypeError(f"normuon must be True or False, got {normuon!r}")
-    return MuonAdamW(model, groups, normuon=normuon)
