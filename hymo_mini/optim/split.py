@@ -34,13 +34,14 @@ Readings chosen (the document gives the split in one line):
 
 from __future__ import annotations
 
-import html
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = ["KINDS", "GROUPS", "OptimizerSplitError", "ParamRow", "SplitTable",
            "optimizer_groups", "check_partition"]
@@ -147,7 +148,7 @@ def _compress(names: list[str]) -> list[str]:
     return out
 
 
-class SplitTable:
+class SplitTable(RenderedTable):
     """Which parameter goes to which optimizer group, and why. ``str()`` is a text table,
     ``_repr_html_`` the same as HTML; :meth:`param_groups` gives the optimizer's groups."""
 
@@ -183,30 +184,15 @@ class SplitTable:
                                 ", ".join(names)))
         return out
 
-    def __str__(self) -> str:
+    def _table(self) -> TextTable:
         total = sum(r.numel for r in self.rows)
-        head = (f"optimizer {self.optimizer!r}: " + "; ".join(
+        title = (f"optimizer {self.optimizer!r}: " + "; ".join(
             f"{g} {t} tensors {p:,} params ({100 * p / max(total, 1):.1f}%)"
             for g, (t, p) in self.counts().items() if t))
-        lines = [head, f"{'group':<15}{'kind':<23}{'decay':<6}{'tensors':>8}{'params':>10}"
-                 f"  names"]
-        for g, kind, decay, n, p, _, names in self.summary():
-            lines.append(f"{g:<15}{kind:<23}{'yes' if decay else 'no':<6}{n:>8}{p:>10,}  {names}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_html_(self) -> str:
-        cells = "".join(
-            f"<tr><td>{g}</td><td>{html.escape(k)}</td><td>{'yes' if d else 'no'}</td>"
-            f"<td style='text-align:right'>{n}</td><td style='text-align:right'>{p:,}</td>"
-            f"<td>{html.escape(why)}</td><td><code>{html.escape(names)}</code></td></tr>"
-            for g, k, d, n, p, why, names in self.summary())
-        head = "".join(f"<th>{c}</th>" for c in
-                       ("group", "kind", "decay", "tensors", "params", "why", "names"))
-        return (f"<p>optimizer <b>{html.escape(self.optimizer)}</b></p>"
-                f"<table><tr>{head}</tr>{cells}</table>")
+        rows = [(g, kind, "yes" if decay else "no", str(n), f"{p:,}", why, names)
+                for g, kind, decay, n, p, why, names in self.summary()]
+        return TextTable(("group", "kind", "decay", "tensors", "params", "why", "names"),
+                         rows, title=title, align="lllrrll")
 
 
 def optimizer_groups(model: nn.Module, optimizer: str = "muon") -> SplitTable:
