@@ -26,7 +26,7 @@ gradient is itself approximate); a backend is timed only if its output agrees:
 
 Usage (on the GPU machine):
 
-    python3 benchmarks/gdn.py --out benchmarks/results/gdn_h200.json
+    python3 benchmarks/gdn.py --out book/results/gdn_h200.json
     python3 benchmarks/gdn.py --shapes B4_T4096_H40 --dtypes float32 \
         --backends recurrent_triton fla_fused_recurrent       # a restricted run
     python3 benchmarks/gdn.py --sweep-T              # also B=1, H=40, T = 1k .. 64k
@@ -378,7 +378,7 @@ def main(argv=None):
     parser.add_argument("--eager-max-T", type=int, default=16384)
     parser.add_argument("--sweep-eager-max-T", type=int, default=2048)
     parser.add_argument("--grad-check-max-T", type=int, default=4096)
-    parser.add_argument("--out", default=None, help="JSON path (default: benchmarks/results/"
+    parser.add_argument("--out", default=None, help="JSON path (default: book/results/"
                         "gdn_<gpu>_<date>.json)")
     parser.add_argument("--figure", default=None, help="also draw the results into this PNG")
     args = parser.parse_args(argv)
@@ -393,7 +393,7 @@ def main(argv=None):
             parser.error(f"unknown backends {sorted(unknown)}")
         backends = {n: fn for n, fn in backends.items() if n in args.backends}
     env = environment(device)
-    out_path = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
+    out_path = Path(args.out) if args.out else ROOT / "book" / "results" / (
         f"gdn_{env.get('gpu', 'cpu').replace(' ', '_').lower()}_{env['date'][:10]}.json")
     report = {"environment": env, "backends": list(backends), "shapes": {}}
     print(f"{env}\nbackends: {list(backends)}", flush=True)
@@ -431,8 +431,9 @@ def main(argv=None):
     print_table(report)
     print(f"wrote {out_path}")
     if args.figure:
+        sys.path.insert(0, str(ROOT / "book"))  # the book's helpers draw the results
+        from hymo_book.kernel_plots import benchmark_figure
         from hymo_mini.figures import save_figure
-        from hymo_mini.viz.kernels import benchmark_figure
         save_figure(benchmark_figure(report), Path(args.figure))
         print(f"wrote {args.figure}")
     return 0

@@ -2,7 +2,7 @@
 spent on data loading and logging (the goal: under 5% together).
 
     python benchmarks/train_throughput.py --device cpu --threads 2 --steps 300 \
-        --out benchmarks/results/train_cpu.json
+        --out book/results/train_cpu.json
     python benchmarks/train_throughput.py --device cuda --shapes 8x128 64x512 \
         --steps 200 --out $OUT/train_h200.json
 

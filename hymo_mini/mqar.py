@@ -43,8 +43,6 @@ __all__ = [
     "train_mqar",
     "mqar_accuracy",
     "run_sweep",
-    "state_recall",
-    "context_guess_accuracy",
 ]
 
 IGNORE = -100  # cross-entropy's ignore_index: no loss where there is no query
@@ -241,43 +239,3 @@ def run_sweep(variants: list[str], train_tasks: list[MQARTask], eval_tasks: list
             print(f"{name:20s} loss {results['variants'][name]['final_loss']:.3f}  {accs}  "
                   f"({seconds:.0f} s)", flush=True)
     return results
-
-
-def context_guess_accuracy(n_pairs: int, n_values: int, n_sequences: int = 4096,
-                           seed: int = 0) -> float:
-    """The score of a model that knows which values are in the context but not which key
-    each belongs to: it answers with one of the distinct values present, uniformly. Values
-    are drawn with repeats, so this is above 1/N when N is not small against n_values."""
-    gen = torch.Generator().manual_seed(seed)
-    values = torch.randint(n_values, (n_sequences, n_pairs), generator=gen).sort(-1).values
-    distinct = 1 + (values[:, 1:] != values[:, :-1]).sum(-1)  # (r,) values present
-    return (1.0 / distinct.double()).mean().item()
-
-
-@torch.no_grad()
-def state_recall(n_pairs: int, rule: str, d_state: int = 16, d_value: int = 16,
-                 trials: int = 100, sharpness: float = 20.0, seed: int = 0) -> float:
-    """No training: write ``n_pairs`` random unit key/value pairs into one memory, read
-    every key back, and count the reads whose nearest value (by cosine) is the right one.
-
-    rule "gla": H = sum_i k_i v_i^T (the documented recurrence, no decay);
-    "delta": one pass of H += k_i (v_i - H^T k_i)^T (the delta rule, beta = 1);
-    "attention": softmax(sharpness * K k) V over the stored pairs (what MLA keeps).
-    The state holds d_state x d_value numbers whatever n_pairs is; attention keeps them all.
-    """
-    if rule not in ("gla", "delta", "attention"):
-        raise ValueError(f"rule must be 'gla', 'delta' or 'attention', got {rule!r}")
-    gen = torch.Generator().manual_seed(seed)
-    k = F.normalize(torch.randn(trials, n_pairs, d_state, generator=gen), dim=-1)  # (r, n, s)
-    v = F.normalize(torch.randn(trials, n_pairs, d_value, generator=gen), dim=-1)  # (r, n, d)
-    if rule == "attention":
-        read = torch.softmax(sharpness * k @ k.transpose(1, 2), dim=-1) @ v  # (r, n, d)
-    else:
-        H = torch.zeros(trials, d_state, d_value)  # (r, s, d): one state per trial
-        for i in range(n_pairs):
-            ki, vi = k[:, i], v[:, i]  # (r, s), (r, d)
-            error = vi - torch.einsum("rs,rsd->rd", ki, H) if rule == "delta" else vi
-            H = H + torch.einsum("rs,rd->rsd", ki, error)
-        read = k @ H  # (r, n, d): every key's read-out
-    nearest = (F.normalize(read, dim=-1) @ v.transpose(1, 2)).argmax(-1)  # (r, n)
-    return (nearest == torch.arange(n_pairs)).float().mean().item()

@@ -2,11 +2,17 @@
 
 Without a GPU, Triton kernels run under the Triton interpreter, which must be switched on
 before the kernels are decorated, i.e. before hymo_mini's Triton modules are imported.
+The book's helpers (``hymo_book``) live in book/, where the notebooks import them from:
+book/ goes on sys.path for the tests of tests/book/.
 """
 
 import os
+import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "book"))
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")

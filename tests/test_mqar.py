@@ -3,8 +3,6 @@ gated delta rule the experiment compares against the documented recurrence."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,11 +13,9 @@ from hymo_mini.mqar import (
     IGNORE,
     VARIANTS,
     MQARTask,
-    context_guess_accuracy,
     mqar_accuracy,
     mqar_batch,
     run_sweep,
-    state_recall,
     variant_config,
 )
 from hymo_mini.ops import naive_gated_delta, naive_gla
@@ -181,51 +177,3 @@ def test_delta_block_trains_every_parameter():
     gla = GDNBlock(config.__class__(**{**config.__dict__, "gdn_rule": "gla"}))
     extra = sum(p.numel() for p in block.parameters()) - sum(p.numel() for p in gla.parameters())
     assert extra == config.gdn_d_inner * config.gdn_n_heads  # beta_proj only
-
-
-# ---- the no-training capacity demo and the plots ------------------------------------------
-def test_state_recall():
-    assert all(state_recall(1, rule) == 1.0 for rule in ("gla", "delta", "attention"))
-    assert state_recall(48, "attention") > 0.99  # attention keeps every pair
-    gla, delta = state_recall(48, "gla"), state_recall(48, "delta")
-    assert gla < 0.6 and delta < 0.6  # 48 random pairs do not fit a 16 x 16 state
-    orthogonal_fits = state_recall(4, "gla", d_state=64)
-    assert orthogonal_fits > 0.99  # few pairs in a wide state: nearly orthogonal keys
-    with pytest.raises(ValueError, match="rule"):
-        state_recall(4, "lstm")
-
-
-def fake_result():
-    rows = [[n, 64, 1.0 / n] for n in (2, 4, 8)] + [[4, t, 0.5] for t in (32, 48)]
-    variant = {"layer_types": "GGGA", "gdn_rule": "gla", "parameters": 1000,
-               "final_loss": 1.0, "loss_curve": [2.0, 1.0], "accuracy": rows, "seconds": 1.0}
-    return {"settings": {"steps": 10, "n_layers": 4, "n_values": 16},
-            "variants": {"GDN (gla)": variant, "MLA": {**variant, "layer_types": "AAAA"}}}
-
-
-def test_plots_and_table():
-    from matplotlib.figure import Figure
-
-    from hymo_mini.viz import train_plots
-
-    fig = train_plots.mqar_figure(fake_result())
-    assert isinstance(fig, Figure) and len(fig.axes) == 2
-    line = fig.axes[0].lines[0]
-    assert list(line.get_xdata()) == [2, 4, 8]  # accuracy against N at T = 64
-    table = train_plots.mqar_table(fake_result())
-    assert "GDN (gla)" in table and "0.50" in table
-    assert isinstance(train_plots.state_capacity_figure(max_pairs=8, trials=4), Figure)
-    other = fake_result()
-    del other["variants"]["MLA"]
-    text = train_plots.mqar_runs_table({"run a": fake_result(), "run b": other}, 4, 64)
-    assert text.splitlines()[2].split() == ["GDN", "(gla)", "0.25", "0.25"]
-    assert text.splitlines()[3].split() == ["MLA", "0.25", "-"]
-
-
-def test_context_guess_accuracy():
-    assert context_guess_accuracy(1, 16) == 1.0
-    assert context_guess_accuracy(4, 10_000) == pytest.approx(0.25, abs=1e-3)  # no repeats
-    # 10 values drawn from 16 repeat often: fewer distinct values, an easier guess
-    assert 0.13 < context_guess_accuracy(10, 16) < 0.16
-    exact = sum(1 / len(set(v)) for v in itertools.product(range(3), repeat=2)) / 9
-    assert context_guess_accuracy(2, 3, n_sequences=200_000) == pytest.approx(exact, abs=5e-3)

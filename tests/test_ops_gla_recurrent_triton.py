@@ -179,17 +179,3 @@ def test_bad_inputs_are_named(bad):
         kwargs["v"] = v.to(torch.int32)
     with pytest.raises(expected[0], match=expected[1]):
         recurrent_gla_triton(**kwargs)
-
-
-# ------------------------------------------------------------------------- benchmark figures
-def test_benchmark_figures_draw_the_committed_results():
-    from hymo_mini.viz.kernels import RESULTS_DIR, benchmark_figure, load_results, sweep_figure
-
-    report = load_results(RESULTS_DIR / "gdn_recurrent_h200_2026-11-30.json")
-    assert load_results() is not None
-    entry = report["shapes"]["B4_T4096_H40_float32"]
-    assert entry["checks"]["triton"]["agrees"]  # the timed kernel agreed with the loop
-    fig = benchmark_figure(report)
-    assert len(fig.axes) == 3 and all(ax.patches for ax in fig.axes)
-    assert sweep_figure(report).axes[0].lines
-    assert not benchmark_figure({}).axes[0].patches  # no results: a note, not an error

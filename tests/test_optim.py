@@ -497,34 +497,6 @@ def test_argument_errors(mini):
         build_optimizer(mini, MUON_CFG, normuon="yes")
 
 
-# ---- figures -----------------------------------------------------------------------------
-def _fake_result(steps=10):
-    def variant(offset, muon_lr):
-        return {"lr": 3e-3, "muon_lr": muon_lr, "train_step": list(range(1, steps + 1)),
-                "train_main": [5 - 0.1 * i + offset for i in range(steps)],
-                "val_step": [0, 5, 10], "val_loss": [5.5, 4.6 + offset, 4.1 + offset]}
-    return {"settings": {"config": "hymo_mini", "steps": steps, "batch_size": 8, "seq_len": 128},
-            "hardware": {"cpu": "test cpu", "torch_threads": 1, "torch": "x"},
-            "date": "2026-01-01", "command": "python benchmarks/optimizers.py",
-            "variants": {"adamw": variant(0.0, None), "muon": variant(-0.1, 0.02)}}
-
-
-def test_figures(mini):
-    from matplotlib.figure import Figure
-
-    from hymo_mini.viz.optim_plots import FIGURES, optimizer_comparison, split_figure
-
-    result = _fake_result()
-    fig = optimizer_comparison(result)
-    assert isinstance(fig, Figure)
-    assert len(fig.axes[0].get_legend().get_texts()) == len(result["variants"])
-    finals = [float(t.get_text()) for t in fig.axes[1].texts]  # the final val losses, marked
-    assert finals == pytest.approx([v["val_loss"][-1] for v in result["variants"].values()],
-                                   abs=1e-3)
-    assert isinstance(split_figure(optimizer_groups(mini)), Figure)
-    assert "optimizers_cpu.png" in FIGURES
-
-
 def test_groups_may_give_params_as_a_generator_or_a_tensor():
     model = Matrices(SHAPES[:2])
     opt = MuonAdamW(model, [{"optimizer": "muon", "params": model.m0},

@@ -65,7 +65,7 @@ def test_installed_torch_meets_the_declared_floor():
     same, and the torch running these tests satisfies it."""
     import torch
 
-    from hymo_mini.env import parse_version
+    from hymo_book.env import parse_version
 
     lines = [d for d in _pyproject()["project"]["dependencies"] if _normalise(d)[0] == "torch"]
     assert len(lines) == 1, f"pyproject.toml should list torch once, got {lines}"

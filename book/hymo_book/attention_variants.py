@@ -1,6 +1,6 @@
 """Attention variants and absorbed MLA: the attention/position appendix of the design document.
 
-Two things, both for book chapter 13:
+Two things, both for book chapter 13 (the helpers live beside the book, in ``hymo_book``):
 
 1. **What each variant caches** per token and layer (:func:`cache_table`): MHA keeps K and V
    of every head, GQA of ``g`` shared KV heads, MQA of one, MLA a ``kv_lora_rank`` latent
@@ -36,7 +36,6 @@ Readings chosen where the appendix contradicts itself or the module:
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 import torch
@@ -45,6 +44,7 @@ from einops import einsum, rearrange
 from hymo_mini.config import ModelConfig
 from hymo_mini.costs import gdn_cost, kv_cache_bytes_per_token
 from hymo_mini.mla import MultiHeadLatentAttention, causal_mask
+from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = [
     "CacheRow",
@@ -68,7 +68,7 @@ class CacheRow:
     vs_mha: float  # MHA bytes / these bytes
 
 
-class CacheTable:
+class CacheTable(RenderedTable):
     """Cache per token and per sequence for each attention variant; text and HTML."""
 
     def __init__(self, rows: list[CacheRow], T: int, n_layers: int, dtype_bytes: int):
@@ -80,31 +80,13 @@ class CacheTable:
                 return row
         raise KeyError(f"no variant {variant!r}; have {[r.variant for r in self.rows]}")
 
-    def _cells(self):
-        return [(r.variant, r.cached, f"{r.bytes_per_token:,}" if r.bytes_per_token else "fixed",
-                 _mib(r.per_sequence),
-                 f"{r.vs_mha:.1f}x") for r in self.rows]
-
-    def _header(self):
-        return ("variant", "cached per token and layer", f"bytes/token ({self.dtype_bytes} B)",
-                f"T={self.T:,}, {self.n_layers} layers", "smaller than MHA")
-
-    def __str__(self) -> str:
-        cells = [self._header(), *self._cells()]
-        widths = [max(len(c[i]) for c in cells) for i in range(5)]
-        lines = ["  ".join(c[i].ljust(widths[i]) if i < 2 else c[i].rjust(widths[i])
-                           for i in range(5)).rstrip() for c in cells]
-        lines.insert(1, "-" * len(lines[0]))
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self._header())
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                       for row in self._cells())
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    def _table(self) -> TextTable:
+        header = ("variant", "cached per token and layer", f"bytes/token ({self.dtype_bytes} B)",
+                  f"T={self.T:,}, {self.n_layers} layers", "smaller than MHA")
+        return TextTable(header, [(r.variant, r.cached,
+                                   f"{r.bytes_per_token:,}" if r.bytes_per_token else "fixed",
+                                   _mib(r.per_sequence), f"{r.vs_mha:.1f}x") for r in self.rows],
+                         align="llrrr")
 
 
 def _mib(n: int) -> str:

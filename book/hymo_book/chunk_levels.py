@@ -5,8 +5,8 @@ W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, level by level: :func:`pair
 :func:`level_map` sort a block's pairs s < t by the highest bit in which s and t differ,
 :func:`level_weights` computes the weights that way (every factor at most one),
 :func:`one_factor_weights` the one-product shortcut that overflows, and
-:func:`level_map_figure` draws the levels. Checked by ``tests/test_viz_chunk_levels.py``
-against :func:`hymo_mini.viz.kernel_chapter.decay_matrix`, the direct form.
+:func:`level_map_figure` draws the levels. Checked by ``tests/book/test_book_chunk_levels.py``
+against :func:`hymo_book.kernel_chapter.decay_matrix`, the direct form.
 """
 
 from __future__ import annotations

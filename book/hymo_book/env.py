@@ -12,13 +12,14 @@ Three ways to run a Triton kernel, and how we tell which applies:
   body in NumPy on the CPU (correct, but around a millisecond per program step). It must
   be set *before* the module defining the kernels is imported;
 * **not available**: no ``triton`` package (it ships for Linux only), or no GPU and no
-  interpreter. hymo_mini then uses its PyTorch paths (``backend="chunk"`` or ``"eager"``).
+  interpreter. hymo_mini then uses its PyTorch paths (``backend="chunk_torch"`` or ``"naive"``).
 
 With ``run_kernel=True`` the check also launches a 13-element Triton kernel and compares
 its result with PyTorch, so "will run" is tested rather than guessed.
 
 The printed text carries no timings or addresses; installed versions appear as
-``version X.Y.Z``, which the book's nbval sanitize file masks.
+``version X.Y.Z``, which the book's nbval sanitize file masks. The table is a
+:class:`hymo_mini.tables.TextTable`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hymo_mini.tables import TextTable
+
 if TYPE_CHECKING:  # the kernel's annotation stays a string until Triton reads it
     import triton.language as tl
 
@@ -38,7 +41,7 @@ __all__ = ["MINIMUM_VERSIONS", "EnvCheck", "EnvReport", "check_environment",
            "parse_version", "triton_mode", "use_triton_interpreter_if_no_gpu"]
 
 # import name -> (distribution name, minimum version); the same floors as pyproject.toml
-# (tests/test_env.py checks that the two agree)
+# (tests/book/test_book_env.py checks that the two agree)
 MINIMUM_VERSIONS: dict[str, tuple[str, str]] = {
     "torch": ("torch", "2.11"),
     "triton": ("triton", "3.2"),
@@ -97,37 +100,21 @@ class EnvReport:
                 return check
         raise KeyError(f"no check named {name!r}; checks: {[c.name for c in self.checks]}")
 
-    def _rows(self) -> list[tuple[str, str, str, str]]:
-        return [(c.name, c.status, c.detail, c.advice or "-") for c in self.checks]
+    def _table(self) -> TextTable:
+        return TextTable(("check", "status", "detail", "what to do"),
+                         [(c.name, c.status, c.detail, c.advice or "-") for c in self.checks],
+                         align="llll")
+
+    def _verdict(self) -> str:
+        return "ready" if self.ok else "something is missing: see 'what to do'"
 
     def __str__(self) -> str:
-        header = ("check", "status", "detail", "what to do")
-        rows = [header] + self._rows()
-        widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines = []
-        for i, row in enumerate(rows):
-            cells = [row[j].ljust(widths[j]) for j in range(3)] + [row[3]]
-            lines.append("  ".join(cells).rstrip())
-            if i == 0:
-                lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 10)
-        verdict = "ready" if self.ok else "something is missing: see 'what to do'"
-        return "\n".join(lines + ["", f"overall: {verdict}"])
+        return f"{self._table()}\n\noverall: {self._verdict()}"
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        colour = {"ok": "#2e7d32", "note": "#1565c0", "missing": "#c62828", "too old": "#c62828"}
-        head = "".join(f"<th style='text-align:left'>{h}</th>"
-                       for h in ("check", "status", "detail", "what to do"))
-        body = []
-        for name, status, detail, advice in self._rows():
-            style = f"color:{colour.get(status, '#000')};font-weight:bold"
-            body.append(f"<tr><td>{html.escape(name)}</td><td style='{style}'>"
-                        f"{html.escape(status)}</td><td>{html.escape(detail)}</td>"
-                        f"<td>{html.escape(advice)}</td></tr>")
-        verdict = "ready" if self.ok else "something is missing: see 'what to do'"
-        return (f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
-                f"</table><p>overall: <b>{verdict}</b></p>")
+        return f"{self._table()._repr_html_()}<p>overall: <b>{html.escape(self._verdict())}</b></p>"
 
 
 def _package_check(module_name: str) -> EnvCheck:
@@ -232,7 +219,8 @@ def check_environment(run_kernel: bool = False) -> EnvReport:
                         "use_triton_interpreter_if_no_gpu())"),
     }[mode]
     if mode == "unavailable" and _package_check("triton").status == "missing":
-        advice = "the GDN falls back to backend='chunk'/'eager'; kernel cells cannot run"
+        advice = ("the GDN runs backend='chunk_torch' or 'naive' (what 'auto' picks without "
+                  "Triton); kernel cells cannot run")
     detail = {"compiled": "compiled for the GPU", "interpreted": "interpreted (TRITON_INTERPRET=1)",
               "unavailable": "will not run"}[mode]
     checks.append(EnvCheck("triton kernels", "ok" if mode != "unavailable" else "missing",

@@ -1,6 +1,6 @@
 """Arithmetic and figures of chapter 06, the Triton kernel (section 6 of the document).
 
-Three groups, each checked by ``tests/test_viz_kernel_chapter.py``:
+Three groups, each checked by ``tests/book/test_book_kernel_chapter.py``:
 
 * **Errors** for the ladder loop → kernel → check: :func:`max_rel_error`, :func:`check_line`.
 * **The chunkwise-parallel form drawn**: :func:`decay_matrix` builds, for one head, the
@@ -12,9 +12,10 @@ Three groups, each checked by ``tests/test_viz_kernel_chapter.py``:
   :func:`recurrent_peak_bytes`, :func:`memory_figure`).
 
 The chapter's other material has its own modules: the levels of the chunked kernel in
-:mod:`hymo_mini.viz.chunk_levels`, the committed GPU measurements in
-:mod:`hymo_mini.viz.kernel_results`, and the chunked kernel's traffic, peak memory and
-targets in :mod:`hymo_mini.viz.kernel_targets`. Nothing here measures time.
+:mod:`hymo_book.chunk_levels`, the committed GPU measurements in
+:mod:`hymo_book.kernel_results` and :mod:`hymo_book.kernel_plots`, and the chunked kernel's
+traffic, peak memory and targets in :mod:`hymo_book.kernel_targets`. Nothing here measures
+time.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import torch
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+
+from hymo_book.style import DOCUMENT_BAR, backend_style
 
 __all__ = ["DOCUMENT", "max_rel_error", "check_line", "decay_matrix", "chunk_matrix_figure",
            "document_launches", "launches_per_step", "memory_bytes", "recurrent_peak_bytes",
@@ -222,16 +225,18 @@ def memory_figure(T: int = 4096, chunk: int = 64, n_layers: int = 24, B: int = 4
     if not isinstance(n_layers, int) or n_layers < 1:
         raise ValueError(f"n_layers must be a positive int, got {n_layers!r}")
     mem = memory_bytes(B, T, H, S, D, chunk)
-    kinds = [("trajectory", "every state H_t (document)", "#7f7f7f"),
-             ("checkpoints", f"checkpoint every {chunk} steps (hymo Triton recurrent)", "#d62728"),
-             ("block_states", "state every 16 steps (hymo Triton chunk)", "#ff7f0e")]
+    kinds = [("trajectory", "every state H_t (document)", DOCUMENT_BAR),
+             ("checkpoints", f"checkpoint every {chunk} steps (hymo Triton recurrent)",
+              backend_style("recurrent_triton")),
+             ("block_states", "state every 16 steps (hymo Triton chunk)",
+              backend_style("chunk_triton"))]
     fig = Figure(figsize=(8, 4.4), layout="constrained")
     ax = fig.subplots()
     width = 0.25
-    for i, (key, label, color) in enumerate(kinds):
+    for i, (key, label, style) in enumerate(kinds):
         values = [mem[key] / 2**30, n_layers * mem[key] / 2**30]
-        bars = ax.bar([j + (i - 1) * width for j in range(2)], values, width, color=color,
-                      label=label)
+        bars = ax.bar([j + (i - 1) * width for j in range(2)], values, width, label=label,
+                      **style.bar())
         ax.bar_label(bars, labels=[_gib(v) for v in values], fontsize=7, padding=2)
     if gpu_gib:
         ax.axhline(gpu_gib, color="k", ls="--", lw=1)

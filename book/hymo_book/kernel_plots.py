@@ -1,92 +1,53 @@
-"""Figures of the GDN kernel benchmark (section 6 of the design document).
+"""Figures of the GDN kernel benchmark (chapter 06, section 6 of the design document).
 
-The numbers are read from the JSON that ``benchmarks/gdn.py`` wrote on the GPU machine
-(``benchmarks/results/gdn_*.json``, committed); nothing here measures. Every figure names
-the GPU, the date and the command of the run it draws.
+The numbers are read from the reports ``benchmarks/gdn.py`` wrote on the GPU machine
+(``book/results/gdn_*.json``, through :mod:`hymo_book.kernel_results`); nothing here
+measures. Every figure names the GPU, the date and the command of the run it draws, and
+every backend keeps its :mod:`hymo_book.style` (colour and hatch, or marker and line).
 """
 
 from __future__ import annotations
 
-import json
-import textwrap
-from pathlib import Path
-
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import ScalarFormatter
 
-__all__ = ["RESULTS_DIR", "load_results", "benchmark_figure", "sweep_figure", "FIGURES"]
+from hymo_book.kernel_chapter import document_launches
+from hymo_book.kernel_results import latest_report, latest_run, load_reports
+from hymo_book.results import run_caption
+from hymo_book.style import BACKENDS, DOCUMENT_BAR, backend_style
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-# fixed colours so a backend looks the same in every panel and figure
-COLORS = {"eager": "#7f7f7f", "chunk": "#9467bd", "triton": "#d62728", "triton_kernel": "#e377c2",
-          "triton_chunk": "#ff7f0e", "triton_chunk_kernel": "#ffbb78",
-          "fla_fused_recurrent": "#1f77b4", "fla_chunk": "#17becf"}
-LABELS = {"eager": "eager loop", "chunk": "hymo chunk (torch)", "triton": "hymo Triton recurrent",
-          "triton_kernel": "hymo Triton recurrent, no input checks",
-          "triton_chunk": "hymo Triton chunk",
-          "triton_chunk_kernel": "hymo Triton chunk, no input checks",
-          "fla_fused_recurrent": "fla fused_recurrent_gla", "fla_chunk": "fla chunk_gla"}
+__all__ = ["benchmark_figure", "sweep_figure", "speedup_figure", "FIGURES"]
 
-
-def load_results(path: str | Path | None = None, need: str = "shapes") -> dict | None:
-    """The benchmark report at ``path``, else the most recent run (by its recorded date) among
-    ``gdn_*.json`` in RESULTS_DIR that has a ``need`` section; None if there is none."""
-    if path is not None:
-        return json.loads(Path(path).read_text())
-    found = []
-    for file in RESULTS_DIR.glob("gdn_*.json"):
-        report = json.loads(file.read_text())
-        if report.get(need):
-            report.setdefault("environment", {})["file"] = file.name
-            found.append(report)
-    return max(found, key=lambda r: r["environment"].get("date", ""), default=None)
-
-
-def _caption(report: dict, width: int = 110) -> str:
-    """GPU, versions and date on one line, then the command, wrapped at ``width`` characters
-    so that a long command does not run past the figure."""
-    env = report.get("environment", {})
-    command = textwrap.fill(env.get("command", ""), width, subsequent_indent="    ",
-                            break_on_hyphens=False)
-    return (f"{env.get('gpu', 'no GPU')}, torch {env.get('torch', '?')}, triton "
-            f"{env.get('triton', '?')}, fla-core {env.get('fla_core', '-')}, {env.get('date', '')}"
-            f"\n{command}")
-
-
-def _missing(what: str) -> Figure:
-    fig = Figure(figsize=(6, 2))
-    ax = fig.subplots()
-    ax.axis("off")
-    ax.text(0.5, 0.5, f"no {what} in benchmarks/results/gdn_*.json yet:\n"
-            "run benchmarks/gdn.py on a GPU", ha="center", va="center")
-    return fig
+_METRICS = [("fwd_ms", "forward (ms)"), ("fwdbwd_ms", "forward + backward (ms)"),
+            ("peak_mib", "peak memory of fwd + bwd (MiB)")]
 
 
 def benchmark_figure(report: dict | None = None) -> Figure:
     """Forward, forward+backward (ms, log scale) and peak memory (MiB) of every backend,
-    one group of bars per shape and dtype."""
-    report = report if report is not None else load_results(need="shapes")
-    if not report or not report.get("shapes"):
-        return _missing("shape results")
+    one group of bars per shape and dtype; ``report``: the latest run with shapes."""
+    report = latest_report("shapes") if report is None else report
+    if not report.get("shapes"):
+        raise ValueError("the report has no 'shapes' section (a sweep-only run?): nothing to draw")
     groups = list(report["shapes"])
-    backends = [b for b in LABELS if any(b in e["results"] for e in report["shapes"].values())]
+    names = [b for b in BACKENDS if any(b in e["results"] for e in report["shapes"].values())]
     fig = Figure(figsize=(13, 4.6), layout="constrained")
     axes = fig.subplots(1, 3)
-    metrics = [("fwd_ms", "forward (ms)"), ("fwdbwd_ms", "forward + backward (ms)"),
-               ("peak_mib", "peak memory of fwd + bwd (MiB)")]
-    width = 0.8 / max(len(backends), 1)
-    for ax, (key, title) in zip(axes, metrics, strict=True):
-        for i, name in enumerate(backends):
+    width = 0.8 / max(len(names), 1)
+    for ax, (key, title) in zip(axes, _METRICS, strict=True):
+        for i, name in enumerate(names):
             ys = [report["shapes"][grp]["results"].get(name, {}).get(key) for grp in groups]
-            xs = [j + (i - (len(backends) - 1) / 2) * width for j in range(len(groups))]
+            xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(groups))]
             pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y]
             if pts:
+                style = backend_style(name)
                 bars = ax.bar([p[0] for p in pts], [p[1] for p in pts], width,
-                              color=COLORS[name], label=LABELS[name])
+                              label=style.label, **style.bar())
                 if key != "peak_mib":
                     ax.bar_label(bars, fmt="%.3g", fontsize=6, rotation=90, padding=2)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([g.replace("_H40", "").replace("_", "\n", 1) for g in groups],
-                           fontsize=7)
+                           fontsize=8)
         ax.set_title(title, fontsize=10)
         if key != "peak_mib":
             ax.set_yscale("log")
@@ -96,38 +57,102 @@ def benchmark_figure(report: dict | None = None) -> Figure:
             ax.set_ylabel("MiB above the inputs")
         ax.grid(axis="y", alpha=0.3)
     handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
-    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncols=len(handles),
-               fontsize=7, frameon=False)  # below the panels: no bar or label is covered
-    fig.suptitle("GDN recurrence, S = D = 32: " + _caption(report, width=150), fontsize=8)
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center",
+               ncols=min(len(handles), 4), fontsize=8, frameon=False)  # below: covers nothing
+    fig.suptitle("GDN recurrence, S = D = 32: " + run_caption(report, width=150), fontsize=8)
     return fig
 
 
 def sweep_figure(report: dict | None = None) -> Figure:
-    """Time against sequence length T at B=1, H=40 (log-log): forward solid, forward +
-    backward dashed."""
-    report = report if report is not None else load_results(need="sweep_T")
-    if not report or not report.get("sweep_T"):
-        return _missing("T sweep")
+    """Time against sequence length T (log-log), one marker per backend: forward solid,
+    forward + backward dashed. ``report``: the latest run with a T sweep."""
+    report = latest_report("sweep_T") if report is None else report
     sweep = report["sweep_T"]
     fig = Figure(figsize=(9.5, 4.8), layout="constrained")
     ax = fig.subplots()
-    for name, res in sweep["results"].items():
-        for key, style in (("fwd_ms", "-"), ("fwdbwd_ms", "--")):
+    for name in [n for n in BACKENDS if n in sweep["results"]]:
+        style = backend_style(name)
+        for key, linestyle in (("fwd_ms", "-"), ("fwdbwd_ms", "--")):
             # a cut-off run has fewer values than T: draw the finished lengths only
-            pts = [(T, y) for T, y in zip(sweep["T"], res[key], strict=False) if y]
+            pts = [(T, y) for T, y in zip(sweep["T"], sweep["results"][name][key], strict=False)
+                   if y]
             if pts:
-                which = "fwd" if key == "fwd_ms" else "fwd+bwd"
-                ax.plot(*zip(*pts, strict=True), style, marker="o", ms=3, color=COLORS.get(name),
-                        label=f"{LABELS.get(name, name)} ({which})")
+                ax.plot(*zip(*pts, strict=True), color=style.color, marker=style.marker, ms=4,
+                        linestyle=linestyle)
+    # one legend entry per backend (its marker and colour), one per line style
+    handles = [Line2D([], [], color=backend_style(n).color, marker=backend_style(n).marker,
+                      linestyle="none", label=backend_style(n).label)
+               for n in BACKENDS if n in sweep["results"]]
+    handles += [Line2D([], [], color="k", linestyle="-", label="forward"),
+                Line2D([], [], color="k", linestyle="--", label="forward + backward")]
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())  # 1024, 2048, ... rather than 2^k
     ax.set_yscale("log")
     ax.set_xlabel("sequence length T (tokens)")
     ax.set_ylabel("milliseconds")
     ax.grid(alpha=0.3, which="both")
     # outside the axes, on the right: inside, every corner holds some line at some run
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0)
     ax.set_title(f"B={sweep['B']}, H={sweep['H']}, S=D=32, {sweep['dtype']}\n"
-                 + _caption(report, width=100), fontsize=8)
+                 + run_caption(report, width=100), fontsize=8)
+    return fig
+
+
+def _bar_rows(report: dict, key: str) -> list[tuple]:
+    """(label, forward ms, forward+backward ms, style, speed-up shown?) of the speed-up
+    figure's bars: the document's predictions, every backend measured, a device copy."""
+    entry = report["shapes"][key]
+    found = entry["results"]
+    doc = document_launches(entry["B"], entry["T"], entry["H"])
+    rows = [(f"document: {doc['loop_launches']:,} launches x 10 µs", doc["loop_s"] * 1e3, None,
+             DOCUMENT_BAR, False)]
+    rows += [(backend_style(n).label, found[n].get("fwd_ms"), found[n].get("fwdbwd_ms"),
+              backend_style(n), n != "naive") for n in BACKENDS if n in found]
+    rows.append((f"document: {doc['kernel_launches']} launches x 10 µs", doc["kernel_ms"], None,
+                 DOCUMENT_BAR, False))
+    copy_gbps = report["environment"].get("copy_GBps")
+    if copy_gbps and entry.get("bytes_min_fwd"):
+        rows.append(("device copy of the forward's bytes",
+                     entry["bytes_min_fwd"] / copy_gbps / 1e6, None, None, False))
+    return rows
+
+
+def speedup_figure(reports: list[dict] | None = None,
+                   key: str = "B4_T4096_H40_float32") -> Figure:
+    """Forward and forward + backward time (ms, log scale) of every backend measured at one
+    shape in the latest run that has it (:func:`latest_run`; one run, so that every ratio
+    compares times taken together), beside section 6.1's predicted 13.1 s loop and 1.6 ms
+    kernel (dotted) and the time a device copy of the forward's minimum bytes takes. Each
+    bar is labelled with its time and its speed-up over that run's naive loop."""
+    report = latest_run(load_reports() if reports is None else reports, key)
+    entry = report["shapes"][key]
+    rows = _bar_rows(report, key)
+    naive = entry["results"].get("naive", {})
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, column, metric, title in ((axes[0], 1, "fwd_ms", "forward"),
+                                      (axes[1], 2, "fwdbwd_ms", "forward + backward")):
+        for y, row in enumerate(rows):
+            ms, style, show_speedup = row[column], row[3], row[4]
+            if not ms:
+                continue
+            ax.barh(y, ms, **(style.bar() if style else {"color": "#bbbbbb"}))
+            ref = naive.get(metric)
+            speedup = f"  ({ref / ms:,.0f}x)" if ref and show_speedup else ""
+            text = f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+            ax.text(ms * 1.15, y, f"{text} ms{speedup}", va="center", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlim(right=max(r[column] or 0 for r in rows) * 60)
+        ax.set_xlabel("milliseconds (log)")
+        ax.set_title(f"{title}; (Nx) = speed-up over the measured naive loop", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(rows)))
+    axes[0].set_yticklabels([r[0] for r in rows], fontsize=8)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"GDN recurrence, B = {entry['B']}, T = {entry['T']:,}, H = {entry['H']}, "
+                 f"S = {entry['S']}, D = {entry['D']}, {entry['dtype']}; white, dotted: the "
+                 f"document's launch arithmetic\n" + run_caption(report), fontsize=8)
     return fig
 
 

@@ -4,18 +4,20 @@
 record against them, :func:`chunk_forward_bytes` counts the bytes the forward moves and
 :func:`chunk_peak_bytes` predicts its peak memory. :func:`kernel_only` reads the run that
 timed the kernel's autograd Function without the dispatcher's input checks. Nothing here
-measures time. Checked by ``tests/test_viz_kernel_results.py``.
+measures time. Checked by ``tests/book/test_book_kernel_results.py``.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
-from hymo_mini.viz import kernel_results
-from hymo_mini.viz.kernel_chapter import memory_bytes
-from hymo_mini.viz.kernel_results import LABELS, load_reports, run_caption
+from hymo_book.kernel_chapter import memory_bytes
+from hymo_book.kernel_results import ITEMSIZE, load_reports
+from hymo_book.results import run_caption
+from hymo_book.style import backend_style
+from hymo_mini.tables import TextTable
 
 __all__ = ["TARGETS", "chunk_forward_bytes", "chunk_peak_bytes", "Targets", "chunk_targets",
            "KERNEL_ONLY_RUN", "KernelOnly", "kernel_only"]
@@ -35,7 +37,7 @@ def chunk_peak_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: int
                      itemsize: int = 4, chunk: int = 64, block: int = 16) -> dict:
     """What one forward + backward of the chunked kernel (``hymo_mini.ops.gla.chunk_triton``)
     allocates beyond its inputs (and do), by tensor, as
-    :func:`hymo_mini.viz.kernel_chapter.recurrent_peak_bytes` does for the recurrent one.
+    :func:`hymo_book.kernel_chapter.recurrent_peak_bytes` does for the recurrent one.
     Inputs, o and gradients have ``itemsize`` bytes an element, states are fp32.
     Live at the end of its backward: o, the block-start states the forward stored, the
     state gradient at every chunk's end, the per-chunk partial sums of dA, and the
@@ -70,10 +72,14 @@ def chunk_forward_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: 
     return rows
 
 
-
 # --------------------------------------------------------------------------------------
 # The chunked kernel against its targets
 # --------------------------------------------------------------------------------------
+_TARGET_NAMES = {"fwdbwd_vs_peer": "forward + backward / {peer}",
+                 "peak_vs_peer": "peak memory / {peer}",
+                 "fwd_vs_copy": "forward / a device copy of its bytes"}
+
+
 @dataclass
 class Targets:
     """The chunked kernel scored against :data:`TARGETS`, shape by shape, in one run.
@@ -86,31 +92,38 @@ class Targets:
     labels: tuple[str, str]
     caption: str
 
-    def __repr__(self) -> str:
+    def _tables(self) -> tuple[TextTable, TextTable]:
         ours, peer = self.labels
-        head = (f"{'shape':<15} {'dtype':<9} {'fwd+bwd ms':>13} {'ratio':>6}  {'peak MiB':>11} "
-                f"{'ratio':>6}  {'fwd ms':>11} {'fwd/copy':>8} {'(peer)':>7}")
-        lines = [f"{ours} (ours) against {peer} (peer), measured in one run:", head,
-                 "-" * len(head)]
-        for r in self.rows:
-            lines.append(f"{r['shape']:<15} {r['dtype']:<9} "
-                         f"{r['fwdbwd_ms']:5.2f} / {r['peer_fwdbwd_ms']:5.2f} "
-                         f"{r['fwdbwd_ratio']:5.2f}x  "
-                         f"{r['peak_mib']:4.0f} / {r['peer_peak_mib']:4.0f} "
-                         f"{r['peak_ratio']:5.2f}x  {r['fwd_ms']:4.2f} / {r['peer_fwd_ms']:4.2f} "
-                         f"{r['fwd_vs_copy']:7.1f}x {r['peer_fwd_vs_copy']:6.1f}x")
-        names = {"fwdbwd_vs_peer": f"forward + backward / {peer}",
-                 "peak_vs_peer": f"peak memory / {peer}",
-                 "fwd_vs_copy": "forward / a device copy of its bytes"}
-        lines += ["", f"{'target':<48} {'limit':>6} {'worst':>7}  verdict"]
+        shapes = TextTable(
+            ("shape", "dtype", "fwd+bwd ms", "ratio", "peak MiB", "ratio", "fwd ms", "fwd/copy",
+             "(peer)"),
+            [(r["shape"], r["dtype"], f"{r['fwdbwd_ms']:.2f} / {r['peer_fwdbwd_ms']:.2f}",
+              f"{r['fwdbwd_ratio']:.2f}x", f"{r['peak_mib']:.0f} / {r['peer_peak_mib']:.0f}",
+              f"{r['peak_ratio']:.2f}x", f"{r['fwd_ms']:.2f} / {r['peer_fwd_ms']:.2f}",
+              f"{r['fwd_vs_copy']:.1f}x", f"{r['peer_fwd_vs_copy']:.1f}x") for r in self.rows],
+            title=f"{ours} (ours) against {peer} (peer), measured in one run:", align="llrrrrrrr")
+        verdicts = []
         for key, (worst, limit, met) in self.verdicts.items():
             verdict = (f"met, {1 - worst / limit:.0%} below the limit" if met
                        else f"missed, {worst / limit:.1f}x the limit")
-            lines.append(f"{names[key]:<48} {limit:5.1f}x {worst:6.2f}x  {verdict}")
-        return "\n".join(lines + ["", self.caption])
+            verdicts.append((_TARGET_NAMES[key].format(peer=peer), f"{limit:.1f}x",
+                             f"{worst:.2f}x", verdict))
+        return shapes, TextTable(("target", "limit", "worst", "verdict"), verdicts, align="lrrl")
+
+    def __str__(self) -> str:
+        shapes, verdicts = self._tables()
+        return f"{shapes}\n\n{verdicts}\n\n{self.caption}"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        shapes, verdicts = self._tables()
+        return (f"{shapes._repr_html_()}<br>{verdicts._repr_html_()}"
+                f"<pre>{html.escape(self.caption)}</pre>")
 
 
-def chunk_targets(reports: list[dict] | None = None, ours: str = "triton_chunk",
+def chunk_targets(reports: list[dict] | None = None, ours: str = "chunk_triton",
                   peer: str = "fla_chunk") -> Targets:
     """Score ``ours`` against ``peer`` and :data:`TARGETS` in the latest report that
     measured both (every ratio compares times of one run). The copy time of a shape is its
@@ -123,11 +136,11 @@ def chunk_targets(reports: list[dict] | None = None, ours: str = "triton_chunk",
     gbps = report["environment"]["copy_GBps"]
     rows = []
     for entry in report["shapes"].values():
-        res = entry["results"]
-        if ours not in res or peer not in res:
+        found = entry["results"]
+        if ours not in found or peer not in found:
             continue
         copy_ms = entry["bytes_min_fwd"] / gbps / 1e6
-        a, p = res[ours], res[peer]
+        a, p = found[ours], found[peer]
         rows.append({"shape": f"B{entry['B']} T{entry['T']} H{entry['H']}", "dtype": entry["dtype"],
                      "fwd_ms": a["fwd_ms"], "peer_fwd_ms": p["fwd_ms"], "copy_ms": copy_ms,
                      "fwdbwd_ms": a["fwdbwd_ms"], "peer_fwdbwd_ms": p["fwdbwd_ms"],
@@ -141,14 +154,14 @@ def chunk_targets(reports: list[dict] | None = None, ours: str = "triton_chunk",
                         ("fwd_vs_copy", "fwd_vs_copy")):
         worst = max(r[column] for r in rows)
         verdicts[key] = (worst, TARGETS[key], worst <= TARGETS[key])
-    return Targets(rows, verdicts, (LABELS.get(ours, ours), LABELS.get(peer, peer)),
-                   run_caption([report]))
+    return Targets(rows, verdicts, (backend_style(ours).label, backend_style(peer).label),
+                   run_caption(report))
 
 
 # --------------------------------------------------------------------------------------
 # The kernel alone, without the dispatcher's checks
 # --------------------------------------------------------------------------------------
-_ALONE, _DISPATCHED, _PEER = "triton_chunk_kernel", "triton_chunk", "fla_chunk"
+_ALONE, _DISPATCHED, _PEER = "chunk_triton_kernel", "chunk_triton", "fla_chunk"
 
 
 @dataclass
@@ -162,60 +175,57 @@ class KernelOnly:
     gbps: float
     caption: str
 
+    def _shape_text(self, r: dict) -> list[str]:
+        found, copy_ms, peer = r["results"], r["copy_ms"], r["results"][_PEER]
+        table = TextTable(
+            ("backend", "fwd ms", "fwd/copy", "fwd/fla", "fwd+bwd ms", "f+b/fla", "peak MiB"),
+            [(backend_style(n).label, f"{found[n]['fwd_ms']:.3f}",
+              f"{found[n]['fwd_ms'] / copy_ms:.1f}x", f"{found[n]['fwd_ms'] / peer['fwd_ms']:.2f}x",
+              f"{found[n]['fwdbwd_ms']:.2f}", f"{found[n]['fwdbwd_ms'] / peer['fwdbwd_ms']:.2f}x",
+              f"{found[n]['peak_mib']:.1f}") for n in (_ALONE, _DISPATCHED, _PEER)],
+            title=(f"{r['shape']} {r['dtype']}: ms; forward against a device copy of its "
+                   f"{r['minimum'] / 1e6:.0f} MB ({copy_ms:.4f} ms) and against "
+                   f"{backend_style(_PEER).label}"))
+        alone, checked = found[_ALONE], found[_DISPATCHED]
+        ratio, limit = alone["fwd_ms"] / copy_ms, TARGETS["fwd_vs_copy"]
+        verdict = "met" if ratio <= limit else f"missed, {ratio / limit:.2f}x the limit"
+        extra = [checked[k] - alone[k] for k in ("fwd_ms", "fwdbwd_ms")]
+        tbps = r["moved"] / alone["fwd_ms"] / 1e9
+        return [str(table),
+                f"the dispatcher (its input checks) adds {extra[0]:.3f} ms to the forward, "
+                f"{extra[1]:.3f} ms to forward + backward",
+                f"forward target, at most {limit:.0f}x the copy: the kernel alone takes "
+                f"{ratio:.1f}x, {verdict}",
+                f"the kernel alone moves {r['moved'] / 1e6:.0f} MB "
+                f"({r['moved'] / r['minimum']:.2f}x the minimum) in {alone['fwd_ms']:.3f} ms:"
+                f" {tbps:.2f} TB/s (a device copy: {self.gbps / 1e3:.2f} TB/s)", ""]
+
+    def __str__(self) -> str:
+        return "\n".join([line for r in self.rows for line in self._shape_text(r)]
+                         + [self.caption])
+
     def __repr__(self) -> str:
-        lines = []
-        for r in self.rows:
-            res, copy_ms, peer = r["results"], r["copy_ms"], r["results"][_PEER]
-            lines += [f"{r['shape']} {r['dtype']}: ms; forward against a device copy of its "
-                      f"{r['minimum'] / 1e6:.0f} MB ({copy_ms:.4f} ms) and against {LABELS[_PEER]}",
-                      f"{'backend':<32} {'fwd ms':>7} {'fwd/copy':>9} {'fwd/fla':>8} "
-                      f"{'fwd+bwd ms':>11} {'f+b/fla':>8} {'peak MiB':>9}"]
-            lines.append("-" * len(lines[-1]))
-            for name in (_ALONE, _DISPATCHED, _PEER):
-                x = res[name]
-                lines.append(f"{LABELS[name]:<32} {x['fwd_ms']:7.3f} "
-                             f"{x['fwd_ms'] / copy_ms:8.1f}x {x['fwd_ms'] / peer['fwd_ms']:7.2f}x "
-                             f"{x['fwdbwd_ms']:11.2f} {x['fwdbwd_ms'] / peer['fwdbwd_ms']:7.2f}x "
-                             f"{x['peak_mib']:9.1f}")
-            alone, checked = res[_ALONE], res[_DISPATCHED]
-            ratio, limit = alone["fwd_ms"] / copy_ms, TARGETS["fwd_vs_copy"]
-            verdict = "met" if ratio <= limit else f"missed, {ratio / limit:.2f}x the limit"
-            extra = [checked[k] - alone[k] for k in ("fwd_ms", "fwdbwd_ms")]
-            tbps = r["moved"] / alone["fwd_ms"] / 1e9
-            lines += [f"the dispatcher (its input checks) adds {extra[0]:.3f} ms to the forward, "
-                      f"{extra[1]:.3f} ms to forward + backward",
-                      f"forward target, at most {limit:.0f}x the copy: the kernel alone takes "
-                      f"{ratio:.1f}x, {verdict}",
-                      f"the kernel alone moves {r['moved'] / 1e6:.0f} MB "
-                      f"({r['moved'] / r['minimum']:.2f}x the minimum) in {alone['fwd_ms']:.3f} ms:"
-                      f" {tbps:.2f} TB/s (a device copy: {self.gbps / 1e3:.2f} TB/s)", ""]
-        return "\n".join(lines + [self.caption])
+        return str(self)
 
 
 def kernel_only(path=None) -> KernelOnly:
-    """Read ``path`` (default: :data:`KERNEL_ONLY_RUN` in ``benchmarks/results``), a run of
-    ``benchmarks/gdn.py --backends triton_chunk triton_chunk_kernel fla_chunk``. Every shape
+    """Read ``path`` (default: :data:`KERNEL_ONLY_RUN` in the results folder), a run of
+    ``benchmarks/gdn.py --backends chunk_triton chunk_triton_kernel fla_chunk``. Every shape
     it measured with all three backends is a row. Raises FileNotFoundError if the file is
     missing, KeyError if no shape has the three."""
-    path = kernel_results.RESULTS_DIR / KERNEL_ONLY_RUN if path is None else path
-    if not Path(path).is_file():
-        raise FileNotFoundError(
-            f"no kernel-only results at {path}: run `python3 benchmarks/gdn.py --backends "
-            f"{_DISPATCHED} {_ALONE} {_PEER}` on a GPU machine and commit the JSON it writes")
-    report = load_reports([path])[0]
+    report = load_reports([KERNEL_ONLY_RUN if path is None else path])[0]
     gbps = report["environment"]["copy_GBps"]
     rows = []
     for entry in report["shapes"].values():
         if not all(name in entry["results"] for name in (_ALONE, _DISPATCHED, _PEER)):
             continue
-        itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[entry["dtype"]]
         traffic = chunk_forward_bytes(entry["B"], entry["T"], entry["H"], entry["S"], entry["D"],
-                                      itemsize)
+                                      ITEMSIZE[entry["dtype"]])
         rows.append({"shape": f"B{entry['B']} T{entry['T']} H{entry['H']}",
                      "dtype": entry["dtype"], "results": entry["results"],
                      "minimum": entry["bytes_min_fwd"], "moved": traffic["total"],
                      "copy_ms": entry["bytes_min_fwd"] / gbps / 1e6})
     if not rows:
-        raise KeyError(f"{Path(path).name} has no shape measured with {_ALONE!r}, "
+        raise KeyError(f"{report['file']} has no shape measured with {_ALONE!r}, "
                        f"{_DISPATCHED!r} and {_PEER!r}")
-    return KernelOnly(rows, gbps, run_caption([report]))
+    return KernelOnly(rows, gbps, run_caption(report))

@@ -1,14 +1,14 @@
-"""hymo_mini.viz.chunk_levels (book chapter 06, rung 4): the chunk kernel's levels cover every
+"""hymo_book.chunk_levels (book chapter 06, rung 4): the chunk kernel's levels cover every
 pair of a block once, as the kernel masks them, and give the direct weights (the decay matrix of
-hymo_mini.viz.kernel_chapter) where the one-factor form overflows; the level-map figure."""
+hymo_book.kernel_chapter) where the one-factor form overflows; the level-map figure."""
 
 import pytest
 import torch
 from matplotlib.patches import Rectangle
 
+from hymo_book import chunk_levels as lv
+from hymo_book.kernel_chapter import _example, decay_matrix, max_rel_error
 from hymo_mini.ops import naive_gla
-from hymo_mini.viz import chunk_levels as lv
-from hymo_mini.viz.kernel_chapter import _example, decay_matrix, max_rel_error
 
 
 def test_pair_level_splits_every_pair_between_its_halves():

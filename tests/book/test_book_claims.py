@@ -2,7 +2,7 @@
 
 import pytest
 
-from hymo_mini.claims import CLAIMS, Claim, ClaimsTable, check, check_all, verdict
+from hymo_book.claims import CLAIMS, Claim, ClaimsTable, check, check_all, verdict
 from hymo_mini.params import formula_params
 
 

@@ -1,19 +1,19 @@
-"""hymo_mini.viz.kernel_chapter (book chapter 06): the error checks, the decay matrix of the
+"""hymo_book.kernel_chapter (book chapter 06): the error checks, the decay matrix of the
 chunked form against the loop, the document's launch and memory arithmetic, and the predicted
 peak memory of the recurrent kernel against the committed H200 measurement."""
 
-import json
 import math
 
 import pytest
 import torch
+from figure_checks import assert_series_distinct
 from matplotlib.patches import Rectangle
 
+from hymo_book import kernel_chapter as kc
+from hymo_book.results import load_result
 from hymo_mini.ops import naive_gla
-from hymo_mini.viz import kernel_chapter as kc
-from hymo_mini.viz.kernel_results import RESULTS_DIR
 
-RECURRENT_RUN = RESULTS_DIR / "gdn_recurrent_h200_2026-11-30.json"
+RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the recurrent kernel's committed run
 
 
 # ---- errors ----------------------------------------------------------------------------
@@ -105,13 +105,13 @@ def test_memory_bytes_at_the_documents_shape():
 
 
 def test_predicted_peak_matches_the_committed_h200_measurement():
-    report = json.loads(RECURRENT_RUN.read_text())
+    report = load_result(RECURRENT_RUN)
     C = int(report["triton_configs"]["bwd"]["4"]["chunk"])
     for key in ("B4_T4096_H40_float32", "B1_T16384_H40_float32"):
         entry = report["shapes"][key]
         predicted = kc.recurrent_peak_bytes(entry["B"], entry["T"], entry["H"], entry["S"],
                                             entry["D"], chunk=C)["total"] / 2**20
-        measured = entry["results"]["triton_kernel"]["peak_mib"]
+        measured = entry["results"]["recurrent_triton_kernel"]["peak_mib"]
         assert predicted == pytest.approx(measured, rel=2e-3), key
 
 
@@ -123,6 +123,7 @@ def test_memory_figure_bars_are_the_arithmetic():
     expected = sorted(n * mem[k] for k in ("trajectory", "checkpoints", "block_states")
                       for n in (1, 3))
     assert heights == expected
+    assert_series_distinct(fig)
     assert "3 GDN layers" in [t.get_text() for t in ax.get_xticklabels()]
     with pytest.raises(ValueError, match="n_layers"):
         kc.memory_figure(n_layers=0)
