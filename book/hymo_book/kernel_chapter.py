@@ -58,7 +58,7 @@ def check_line(name: str, x: torch.Tensor, ref: torch.Tensor, tol: float) -> str
     if not tol > 0:
         raise ValueError(f"tol must be positive, got {tol!r}")
     err = max_rel_error(x, ref)
-    return f"{name:<44} max |x - loop| / max |loop| < {tol:.0e}: {err < tol}"
+    return f"{name:<48} max |x - loop| / max |loop| < {tol:.0e}: {err < tol}"
 
 
 # --------------------------------------------------------------------------------------

@@ -91,6 +91,6 @@ def lr_schedule(max_steps: int = 300, warmup_frac: float = 0.01, stable_frac: fl
     return fig
 
 
-# wsd_schedule.png needs the trainer's multiplier: the book's registry draws it for now
-# (hymo_book.training), since importing hymo_mini.train here would close a circle.
+# none registered: the WSD figure needs the trainer's multiplier, and hymo_mini.train
+# imports this module (loss_curve), so this module does not import it back
 FIGURES: dict = {}
