@@ -31,7 +31,7 @@ def kernel(v, b, c, g, A, beta, h0, output_final_state):
 
 
 def check(B, T, H, S, D, dtype=torch.float32, **kw):
-    tol = FP32_TOL if dtype == torch.float32 else LOW_TOL
+    tol = LOW_TOL if dtype in (torch.bfloat16, torch.float16) else FP32_TOL
     return compare_to_naive(kernel, B, T, H, S, D, dtype, tol, gate_tol=5 * tol, **kw)
 
 
@@ -70,6 +70,12 @@ def test_longer_chunks(monkeypatch, chunk):
 @pytest.mark.triton
 def test_bf16():
     check(1, 37, 2, 24, 24, torch.bfloat16)
+
+
+@pytest.mark.triton
+def test_fp64_inputs():
+    """fp64 in, fp64 out (o, state, gradients), computed in fp32."""
+    check(1, 21, 2, 16, 16, torch.float64, decay_scale=10.0)
 
 
 @pytest.mark.triton

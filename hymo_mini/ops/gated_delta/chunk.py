@@ -32,9 +32,13 @@ that is one unit-lower-triangular system, solved by forward substitution:
     (I + M) U = diag(β) (V - K̃ H_0)                                            (C, D)
     U = Uv - W H_0,   Uv = (I + M)⁻¹ diag(β) V  (C, D),   W = (I + M)⁻¹ diag(β) K̃  (C, S)
 
-Uv and W depend on the chunk's own inputs only, so every chunk's are computed at once;
-(I + M)⁻¹ diag(β) is the UT form of the product of the chunk's erasures. Then, with
-Q̃ = c ⊙ Γ (C, S), K̂ = b ⊙ exp((L_C - L) A) (C, S) (keys decayed to the chunk end) and
+Uv and W depend on the chunk's own inputs only, so every chunk's are computed at once.
+(I + M)⁻¹ diag(β) is the "UT" form of the chunk's erasures: without decay (A = 0) their
+product is (I - β_C b_C b_Cᵀ) ··· (I - β_1 b_1 b_1ᵀ) = I - Bᵀ (I + M)⁻¹ diag(β) B, with B
+(C, S) the chunk's keys: one (C, C) triangular solve in place of C (S, S) products.
+
+Then, with Q̃ = c ⊙ Γ (C, S), K̂ = b ⊙ exp((L_C - L) A) (C, S) (keys decayed to the chunk
+end) and
 
     P_ts = Σ_n c_tn b_sn E_tsn  for s ≤ t, else 0                             (C, C)
 
@@ -51,8 +55,8 @@ transition in WY form.)
 A < 0: Γ_t, E_ts and exp((L_C - L) A) all lie in [0, 1], so nothing overflows whatever the
 decay; a strong decay only underflows factors to 0, their correct value to working
 precision. The factorised shortcut b_s exp(-L_s A), c_t exp(L_t A) is never formed (it
-overflows at strong decay; see ``hymo_mini.gdn_chunk``). The price is a (C, C, S) tensor
-of decays per chunk. With unit keys and β in (0, 1), |M_ts| ≤ 1.
+overflows at strong decay; see the gla chunk form, ``hymo_mini.gdn_chunk``). The price
+is a (C, C, S) tensor of decays per chunk. With unit keys and β in (0, 1), |M_ts| ≤ 1.
 
 A ragged tail is padded with steps of g = 0 (no decay), β = 0 and b = c = 0 (no write):
 they leave the state unchanged and their outputs are dropped.

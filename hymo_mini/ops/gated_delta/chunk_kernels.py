@@ -75,8 +75,8 @@ def _pair_grads(b_x, b_y, b_dW, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
         b_dy += b_dyk
         # step i gets row j's sum where j's factor spans i: (r_j, j] or (j, r_j]
         i, j = o_i[:, None], o_i[None, :]
-        m_span = tl.where(is_t[None, :], (o_r[None, :] < i) & (i <= j),
-                          (j < i) & (i <= o_r[None, :]))  # [BT, BT]
+        m_span = ((is_t[None, :] & (o_r[None, :] < i) & (i <= j))
+                  | ((~is_t[None, :]) & (j < i) & (i <= o_r[None, :])))  # [BT, BT]
         b_z = b_x * b_dxk + b_y * b_dyk  # [BT, BS] ρ on t rows, κ on s rows
         b_dlog += tl.dot(tl.where(m_span, 1.0, 0.0), b_z, input_precision=PRECISION)
     return b_dx, b_dy, b_dlog

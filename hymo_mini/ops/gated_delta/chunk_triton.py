@@ -85,7 +85,7 @@ __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CH
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 CHUNKS = (16, 32, 64)  # BT: a power of two, and at least 16 for tl.dot
 # "split": value columns per sequential program of the chunk-to-chunk passes
-CONFIGS = {"chunk": 64, "in_chunk": dict(num_warps=4, num_stages=1),
+CONFIGS = {"chunk": 32, "in_chunk": dict(num_warps=4, num_stages=1),
            "states": dict(split=32, num_warps=2, num_stages=1)}
 # the interpreter runs programs one after another: short chunks, fewest programs
 INTERPRET_CONFIGS = {"chunk": 16, "in_chunk": dict(num_warps=1, num_stages=1),
