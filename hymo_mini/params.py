@@ -60,7 +60,6 @@ __all__ = [
     "count_params",
     "formula_params",
     "document_comparison",
-    "main",
 ]
 
 # component -> label; the order of the table
