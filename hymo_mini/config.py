@@ -34,7 +34,6 @@ Readings chosen where the document contradicts itself (the book shows each one):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -198,10 +197,12 @@ def config_to_dict(config: HyMoConfig) -> dict[str, Any]:
     }
 
 
+PRESETS = Path(__file__).with_name("configs")  # the YAML presets, package data
+
+
 def preset_names() -> list[str]:
     """Names of the YAML presets shipped inside the package."""
-    folder = resources.files("hymo_mini") / "configs"
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(p.stem for p in PRESETS.glob("*.yaml"))
 
 
 def _parse_yaml(text: str, where: str):
@@ -226,7 +227,7 @@ def load_config(source: str | Path) -> HyMoConfig:
         raise ConfigError(f"load_config: unknown preset {str(source)!r}"
                           f"{did_you_mean(source, names)}; presets are "
                           f"{', '.join(names)}, or pass the path of a .yaml file")
-    text = (resources.files("hymo_mini") / "configs" / f"{source}.yaml").read_text()
+    text = (PRESETS / f"{source}.yaml").read_text()
     return config_from_dict(_parse_yaml(text, f"preset {source}"))
 
 
