@@ -5,6 +5,7 @@ from a folder outside the repository."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -27,9 +28,14 @@ def _run(cmd, cwd, env=None):
 def installed(tmp_path_factory):
     """(python of the new environment, its bin folder, a work folder outside the repo)."""
     tmp = tmp_path_factory.mktemp("install")
+    source = tmp / "source"  # a copy, so that the build leaves nothing in the repository
+    shutil.copytree(REPO / "hymo_mini", source / "hymo_mini",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
     wheels = tmp / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-          "-w", str(wheels), str(REPO)], cwd=tmp)
+          "-w", str(wheels), str(source)], cwd=tmp)
     (wheel,) = wheels.glob("hymo_mini-*.whl")
     env_dir = tmp / "env"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
