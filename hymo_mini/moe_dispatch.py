@@ -134,7 +134,8 @@ def queue_positions(order: torch.Tensor, n_experts: int):
     experts = torch.arange(n_experts, device=order.device)  # (e,)
     starts = torch.searchsorted(sorted_expert, experts)  # (e,) first row of each group
     ends = torch.searchsorted(sorted_expert, experts, right=True)  # (e,) one past its last
-    rank = torch.arange(order.numel(), device=order.device) - starts[sorted_expert]  # (a,)
+    group_start = starts.gather(0, sorted_expert)  # (a,) the first row of each row's group
+    rank = torch.arange(order.numel(), device=order.device) - group_start  # (a,)
     position = torch.empty_like(rank).scatter_(0, by_expert, rank)  # (a,) in serving order
     return position, by_expert, ends - starts
 
@@ -176,8 +177,7 @@ def grouped_mm_supported(device: torch.device, dtype: torch.dtype, dim: int,
     without a host sync (see the module docstring for the rules and why)."""
     if not hasattr(torch, "_grouped_mm") or dtype not in (torch.float32, torch.bfloat16):
         return False
-    size = torch.empty((), dtype=dtype).element_size()
-    if (dim * size) % 16 or (inter_dim * size) % 16:
+    if (dim * dtype.itemsize) % 16 or (inter_dim * dtype.itemsize) % 16:
         return False  # the kernels need 16-byte aligned rows
     if device.type == "cuda":
         return (torch.version.hip is None and dtype == torch.bfloat16
@@ -220,10 +220,10 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Te
     dtype = compute_dtype(x)
     rows = routing.by_expert  # (k*n,) choice-major assignment ids, sorted by expert
     token = rows % n  # (k*n,) the token of each row
-    kept = rearrange(routing.kept, "n k -> (k n)")[rows]  # (k*n,)
+    kept = rearrange(routing.kept, "n k -> (k n)").gather(0, rows)  # (k*n,)
     # a dropped row's combine weight is 0; its input is zeroed too, so it adds exact zeros
     # (even for a non-finite x) to the output and to its expert's weight gradients
-    xs = torch.where(kept[:, None], x.to(dtype)[token], 0)  # (k*n, dim)
+    xs = torch.where(kept[:, None], x.to(dtype).index_select(0, token), 0)  # (k*n, dim)
     ends = routing.counts.cumsum(0).to(torch.int32)  # (e,) one past each group's last row
     w1, w3, w2 = (w.to(dtype).transpose(1, 2) for w in (experts.w1, experts.w3, experts.w2))
     h = F.silu(torch._grouped_mm(xs, w1, offs=ends)) * torch._grouped_mm(xs, w3, offs=ends)
@@ -245,14 +245,14 @@ def routed_padded(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Ten
     position = rearrange(routing.position, "n k -> (k n)")  # (k*n,)
     token = torch.arange(k * n, device=x.device) % n  # (k*n,)
     slot = torch.where(kept, order * C + position, E * C)  # (k*n,); E*C: a spare, unused row
-    xs = x.to(dtype)[token]  # (k*n, dim)
+    xs = x.to(dtype).index_select(0, token)  # (k*n, dim)
     slots = xs.new_zeros(E * C + 1, dim).index_add(0, slot, xs)  # (E*C + 1, dim)
     slots = rearrange(slots[:E * C], "(e c) d -> e c d", e=E)  # (e, C, dim)
     w1, w3, w2 = (w.to(dtype) for w in (experts.w1, experts.w3, experts.w2))
     h = (F.silu(einsum(slots, w1, "e c d, e i d -> e c i"))
          * einsum(slots, w3, "e c d, e i d -> e c i"))  # (e, C, inter)
     y = rearrange(einsum(h, w2, "e c i, e d i -> e c d"), "e c d -> (e c) d")  # (E*C, dim)
-    y = torch.cat([y, y.new_zeros(1, dim)])[slot]  # (k*n, dim); dropped read the zero row
+    y = torch.cat([y, y.new_zeros(1, dim)]).index_select(0, slot)  # (k*n, dim); dropped: 0
     return _combine(y, routing)
 
 

@@ -363,6 +363,43 @@ def test_eval_outputs_depend_only_on_the_prefix_and_the_sequence(config, impl):
     assert rel_err(a, ref) < 1e-5
 
 
+def test_cached_decoding_matches_the_full_forward_at_a_dropping_capacity(config):
+    """With a capacity factor that drops in training, a full eval forward and one-token-at-
+    a-time decoding give the same logits: evaluation drops nothing."""
+    from hymo_mini.generate import HyMoCache, forward_cached
+    from hymo_mini.model import HyMo
+
+    model = HyMo(replace(config, n_layers=4, capacity_factor=0.5))  # MLA + MoE at layer 0
+    tokens = torch.randint(0, config.vocab_size, (2, 12))
+    with torch.no_grad():
+        model(tokens)
+        assert int(model.moe_layers()[0].last_dropped) > 0  # training mode drops here
+        model.eval()
+        full = model(tokens)
+        cache = HyMoCache.empty(model)
+        steps = [forward_cached(model, tokens[:, :4], cache)]
+        steps += [forward_cached(model, tokens[:, t:t + 1], cache) for t in range(4, 12)]
+    assert rel_err(torch.cat(steps, dim=1), full) < 1e-5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("impl", ["auto", "padded"])
+def test_training_step_has_no_host_sync_on_cuda(config, impl):
+    moe = with_impl(decisive(config, 0.5), impl).cuda()
+    x = torch.randn(4, 64, config.dim, device="cuda", requires_grad=True)
+    moe(x)  # the first call may probe and cache what the device supports
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = moe(x)
+        y.float().square().mean().backward()
+        moe.update_bias()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert int(moe.last_dropped) > 0
+
+
 # ---- balancing --------------------------------------------------------------------------
 def test_update_bias_direction(config):
     config = replace(config, load_ema_alpha=1.0, load_deadband=0.05, bias_update_rate=0.01)
