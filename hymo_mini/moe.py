@@ -129,7 +129,7 @@ class DeepSeekMoE(nn.Module):
                              persistent=False)  # (e,) int64
         # the last forward's statistics, kept on the device (reading them is the sync)
         self.last_counts: torch.Tensor | None = None  # (e,) int64
-        self.last_dropped: torch.Tensor | int = 0  # () int64 after a forward
+        self.last_dropped = torch.zeros((), dtype=torch.long)  # () dropped assignments
         self.last_capacity: int = 0
 
     # ---- routing ---------------------------------------------------------------------

@@ -24,9 +24,10 @@ numbers (the tests check outputs and gradients against the loop):
   times the work of the other paths).
 * ``"auto"``: ``"grouped"`` where :func:`grouped_mm_supported` says so, else ``"padded"``.
 
-Where ``torch._grouped_mm`` runs without a host sync (torch 2.8 to 2.13 have the same
-signature ``_grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None)``; offsets
-int32, cumulative group ends): on CUDA, torch's CUTLASS kernel needs compute capability
+Where ``torch._grouped_mm`` runs without a host sync. Its signature is
+``_grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None)`` with int32 offsets, the
+cumulative group ends, in torch's source since the bf16 kernel (pytorch/pytorch#150374, in
+torch 2.8) and in torch 2.13 (checked). On CUDA, torch's CUTLASS kernel needs compute capability
 9.0 or 10.0 and bf16 operands, and every other case falls back to a loop that copies the
 offsets to the host. We use it on sm90 only: on sm100, zero-token groups have been
 reported to get non-zero weight gradients (pytorch/pytorch#172439). On the CPU its loop
