@@ -104,6 +104,7 @@ class ModelConfig:
     load_ema_alpha: float = 0.001  # EMA rate of each expert's load
     load_deadband: float = 0.05  # no bias change while load is within ±5% of uniform
     bias_update_rate: float = 0.001  # step of the aux-loss-free routing bias (ours)
+    moe_impl: str = "auto"  # "loop" | "grouped" | "padded" | "auto": see hymo_mini.moe_dispatch
 
     # MTP (section 9)
     mtp_depth: int = 2
@@ -163,6 +164,7 @@ class ModelConfig:
                  f"{', '.join(map(repr, backends))}; got {self.gdn_backend!r}"
                  + did_you_mean(self.gdn_backend, backends))
         _one_of(self.embed_init, f"{name}.embed_init", ("scaled", "torch"))
+        _one_of(self.moe_impl, f"{name}.moe_impl", ("auto", "loop", "grouped", "padded"))
         _require(self.n_activated_experts <= self.n_routed_experts, f"{name}.n_activated_experts",
                  f"top-k={self.n_activated_experts} cannot exceed "
                  f"n_routed_experts={self.n_routed_experts}")
