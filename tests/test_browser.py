@@ -25,6 +25,7 @@ from browser import (
     block_the_network,
     browser_missing_reason,
     jupyter_lab,
+    leaves_machine,
 )
 from hymo_book.legibility import FIGURE_MIN_FONT_PT, MIN_SHOWN_PT, png_dpi, shown_points
 from hymo_book.site import build_site, chapters
@@ -165,9 +166,14 @@ def _figure_problems(figures) -> list[str]:
 
 
 def _open_offline(browser, page_file: Path):
-    """Open one page of the site with the network blocked; wait until it is drawn."""
+    """Open one page of the site with the network blocked; wait until it is drawn.
+
+    Returns the page, the URLs it tried to reach past this machine, and the local files it
+    failed to load (a file the site should serve and does not, e.g. a MathJax extension).
+    """
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
-    left = block_the_network(page)
+    left, missing = block_the_network(page), []
+    page.on("requestfailed", lambda r: None if leaves_machine(r.url) else missing.append(r.url))
     page.goto(page_file.as_uri())
     page.wait_for_load_state("load")
     page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
@@ -181,16 +187,18 @@ def _open_offline(browser, page_file: Path):
         pass
     page.wait_for_function("() => Array.from(document.images).every(i => i.complete)",
                            timeout=30_000)
-    return page, left
+    return page, left, missing
 
 
 def test_site_works_with_no_network(browser, tmp_path):
     html = build_site(tmp_path / "site")
     problems, totals = [], {"maths": 0, "drawn": 0, "figures": 0}
-    for chapter in chapters(REPO / "book"):
-        page, left = _open_offline(browser, html / f"{chapter.stem}.html")
+    # the landing page, then every chapter
+    for name in ["README"] + [chapter.stem for chapter in chapters(REPO / "book")]:
+        page, left, missing = _open_offline(browser, html / f"{name}.html")
         seen = page.evaluate(PAGE_REPORT)
         found = [f"tried to reach {url}" for url in left]
+        found += [f"could not load {url.split('/_build/html/')[-1]}" for url in missing]
         found += [f"raw TeX in the text: {seen['raw'][:5]}"] if seen["raw"] else []
         if seen["untypeset"] or seen["tex_errors"]:
             found.append(f"{seen['untypeset']} of {seen['maths']} formulas not typeset, "
@@ -200,13 +208,13 @@ def test_site_works_with_no_network(browser, tmp_path):
         found += [f"image did not load: {src}" for src in seen["broken"]]
         found += [f"sticks out of the text column: {e}" for e in seen["sticking_out"]]
         found += _figure_problems(seen["figures"])
-        problems += [f"{chapter.stem}: {p}" for p in found]
+        problems += [f"{name}: {p}" for p in found]
         for key in totals:
             totals[key] += len(seen[key]) if key == "figures" else seen[key]
         widget = page.locator(".widget-subarea").first
         if widget.count():
             widget.scroll_into_view_if_needed()
-        page.screenshot(path=str(ARTIFACTS / f"site_{chapter.stem}.png"))
+        page.screenshot(path=str(ARTIFACTS / f"site_{name}.png"))
         page.close()
     assert not problems, "\n".join(problems)
     assert totals["maths"] > 0, "no page typeset any math"

@@ -73,8 +73,9 @@ def png_dpi(png: bytes) -> float | None:
 def smallest_text_pt(fig) -> float | None:
     """The smallest font size of the text a matplotlib figure draws (None if it draws none).
 
-    Counts what is drawn, not what exists: the figure is drawn once while ``Text.draw``
-    records each non-empty text it is called for (hidden artists are never drawn).
+    Counts what is drawn, not what exists: the figure is laid out and drawn once (without
+    rendering pixels) while ``Text.draw`` records each non-empty text it is called for;
+    hidden artists are never drawn.
     """
     from matplotlib.text import Text
 
@@ -88,7 +89,7 @@ def smallest_text_pt(fig) -> float | None:
 
     Text.draw = recording_draw
     try:
-        fig.canvas.draw()
+        fig.draw_without_rendering()
     finally:
         Text.draw = draw
     return min(sizes) if sizes else None
