@@ -19,7 +19,14 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-from hymo_book.offline import MATHJAX_DIR, MATHJAX_ENTRY, WIDGETS_DIR, WIDGETS_ENTRY
+from hymo_book.offline import (
+    HTML_MANAGER_VERSION,
+    MATHJAX_DIR,
+    MATHJAX_ENTRY,
+    VENDORED_WIDGETS,
+    WIDGETS_DIR,
+    WIDGETS_ENTRY,
+)
 from hymo_book.site import build_site, chapters, write_toc
 
 REPO = Path(__file__).resolve().parent.parent
@@ -136,6 +143,22 @@ def test_math_and_widgets_are_served_by_the_site(site):
     assert with_math and with_widgets, "the book should have pages with math and with widgets"
     # MathJax draws with its own web fonts, fetched from beside its script
     assert list((site / "_static" / MATHJAX_DIR / "output/chtml/fonts/woff-v2").glob("*.woff"))
+
+
+def test_vendored_embedder_fits_the_installed_ipywidgets():
+    # ipywidgets names the html-manager its widget state is written for, as a caret range
+    from ipywidgets._version import __html_manager_version__ as wanted
+
+    def version(text):
+        return tuple(int(part) for part in text.split("."))
+
+    assert wanted.startswith("^"), f"unexpected html-manager range {wanted!r}"
+    low = version(wanted[1:])
+    have = version(HTML_MANAGER_VERSION)
+    assert have[0] == low[0] and have >= low, (
+        f"the vendored html-manager {HTML_MANAGER_VERSION} does not satisfy ipywidgets' "
+        f"{wanted}: update book/hymo_book/vendor/html-manager (its README says how)")
+    assert HTML_MANAGER_VERSION in (VENDORED_WIDGETS / "README.md").read_text()
 
 
 def test_sidebar_follows_reading_order(site):

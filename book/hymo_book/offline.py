@@ -24,7 +24,8 @@ import shutil
 from importlib.util import find_spec
 from pathlib import Path
 
-__all__ = ["MATHJAX_DIR", "WIDGETS_DIR", "mathjax_source", "widgets_source", "setup"]
+__all__ = ["MATHJAX_DIR", "WIDGETS_DIR", "HTML_MANAGER_VERSION", "mathjax_source",
+           "widgets_source", "setup"]
 
 MATHJAX_DIR = "mathjax"            # under the site's _static/
 WIDGETS_DIR = "jupyter-widgets"    # under the site's _static/
@@ -32,6 +33,7 @@ MATHJAX_ENTRY = "tex-mml-chtml.js"
 # the entry point and what it may load later; the other combined builds are left out
 MATHJAX_PARTS = (MATHJAX_ENTRY, "input", "output/chtml", "ui", "a11y", "sre")
 WIDGETS_ENTRY = "embed.js"
+HTML_MANAGER_VERSION = "1.0.15"    # the vendored copy (its README says how it was made)
 VENDORED_WIDGETS = Path(__file__).resolve().parent / "vendor" / "html-manager"
 
 
