@@ -8,4 +8,5 @@ The library (``hymo_mini``) computes; this package serves the book. Notebooks ru
   hymo_book.site``).
 * :mod:`hymo_book.offline` is the Sphinx extension that makes that site work with no
   network: MathJax and the Jupyter widget embedder are served from the site itself.
+* :mod:`hymo_book.legibility` says at what size a figure's text shows on the site.
 """
