@@ -152,8 +152,9 @@ def oracle(rule, inputs, do, scalar_decay=False):
     return o.detach(), torch.autograd.grad(o, leaves, do.double())
 
 
-def check(fn, inputs, do, ref, tol):
-    """Relative RMS of o and every gradient against ``ref``; "agrees" gates the timing."""
+def check(fn, inputs, do, ref, tol, refused=None):
+    """Relative RMS of o and every gradient against ``ref``; "agrees" gates the timing.
+    ``refused``: a backward error seen before, recorded instead of trying again."""
     o_ref, grads_ref = ref
     leaves = [t.detach().requires_grad_() for t in inputs]
     out = {}
@@ -161,6 +162,9 @@ def check(fn, inputs, do, ref, tol):
         o = fn(*leaves)
         out["o"] = rel_err(o, o_ref)
         out["agrees"] = out["o"] < tol  # False on NaN too
+        if refused:
+            out["bwd_error"] = f"not run again: {refused}"[:500]
+            return out
         grads = torch.autograd.grad(o, leaves, do)
         names = GRAD_NAMES[:len(leaves)]  # the gla rule has no beta
         out.update({n: rel_err(x, r) for n, x, r in zip(names, grads, grads_ref, strict=True)})
