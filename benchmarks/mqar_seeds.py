@@ -14,7 +14,8 @@ the JSON is rewritten after every finished run, and at --budget-s the runs still
 stopped and listed as unfinished.
 
 JSON (default book/results/mqar_seeds_<gpu or cpu>_<date>.json):
-    benchmark   "mqar_seeds";  date, command, hardware (platform, python, torch, gpu, ...)
+    benchmark   "mqar_seeds";  date, command, git_commit, hardware (platform, python,
+                torch, gpu, ...)
     settings    steps, batch_size, lr, n_layers, n_keys, train_tasks and eval_tasks
                 ([N, T] lists), n_eval (sequences per eval task), seeds, variants, jobs,
                 device, gdn_backend, budget_s
@@ -37,6 +38,7 @@ import multiprocessing
 import os
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -121,6 +123,19 @@ def run_all(jobs: list[dict], n_workers: int, budget_s: float, on_result) -> lis
     return list(pending.values())
 
 
+def git_commit() -> str | None:
+    """The commit measured: HYMO_GIT_COMMIT if the caller sent it (the GPU machine's copy of
+    the tree may carry a stale .git), else git's HEAD."""
+    commit = os.environ.get("HYMO_GIT_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
+                                    capture_output=True).stdout.strip()
+        except OSError:
+            commit = ""
+    return commit if len(commit) == 40 else None
+
+
 def print_table(report: dict) -> None:
     """Accuracy mean (min-max) per variant and eval task, then the final loss."""
     summary = report["summary"]
@@ -190,7 +205,7 @@ def main(argv=None) -> int:
         f"mqar_seeds_{gpu}_{now:%Y-%m-%d}.json")
     report = {"benchmark": "mqar_seeds", "date": f"{now:%Y-%m-%d %H:%M} UTC",
               "command": "python3 benchmarks/mqar_seeds.py " + shlex.join(argv),
-              "hardware": hw, "settings": {
+              "hardware": hw, "git_commit": git_commit(), "settings": {
                   **settings, "train_tasks": [[t.n_pairs, t.seq_len] for t in
                                               parse_tasks(args.train, args.n_keys)],
                   "eval_tasks": [[t.n_pairs, t.seq_len] for t in

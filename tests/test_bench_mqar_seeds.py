@@ -25,7 +25,7 @@ def test_cpu_smoke_runs_every_variant_and_seed(tmp_path):
     settings = report["settings"]
     assert report["benchmark"] == "mqar_seeds" and report["command"].endswith("--cpu-smoke "
                                                                               f"--out {out}")
-    assert {"date", "hardware"} <= set(report) and report["unfinished"] == []
+    assert {"date", "hardware", "git_commit"} <= set(report) and report["unfinished"] == []
     runs = report["runs"]
     assert sorted((r["variant"], r["seed"]) for r in runs) == sorted(
         (v, s) for v in VARIANTS for s in settings["seeds"])
