@@ -14,6 +14,9 @@ dispatch   both rules' chunked kernels, every --dtypes: the Function alone ("ker
 peers      the delta rule on every --shapes x --dtypes:
     chunk_triton         ops.gated_delta_rule(..., backend="chunk_triton", check_values=False)
     chunk_triton_kernel  ChunkGatedDeltaFunction.apply alone: no dispatch, no input check
+    chunk_triton_kernel_tf32  the same with torch.backends.cuda.matmul.allow_tf32 = True
+                         (fp32 only): plain TF32 products, the grade fla's fp32 kernels use
+                         (Triton's default for fp32 tl.dot; fla sets no input_precision)
     chunk_torch          ops.gated_delta_rule(..., backend="chunk_torch", check_values=False)
     fla_chunk_kda        chunk_kda(q=c, k=b, v=v, g=gk, beta=beta, scale=1.0), gk = g·A the
                          log-decay per key (B, T, H, K) fp32: the same rule. b and c come in
@@ -37,9 +40,9 @@ Times: triton.testing.do_bench, median, after one warm-up call. peak_mib: the pe
 forward + backward above the inputs. The floor: bytes_min_fwd (v, b, c, g, β read and o
 written, in the run's dtype) moved at the device-to-device copy rate measured at the start
 (environment.copy_GBps counts bytes read plus written); bytes_min_fwd_fla counts fla's
-per-key gate (fp32) instead of g. targets: chunk_triton(_kernel) fwd+bwd ≤ 0.8 × and peak ≤
-1 × fla_chunk_kda's, forward ≤ 4 × the floor. --budget-s starts no case past its time
-(those are listed in "skipped"); the JSON is rewritten after every case.
+per-key gate (fp32) instead of g. targets: chunk_triton(_kernel, _kernel_tf32) fwd+bwd ≤
+0.8 × and peak ≤ 1 × fla_chunk_kda's, forward ≤ 4 × the floor. --budget-s starts no case
+past its time (those are listed in "skipped"); the JSON is rewritten after every case.
 
 JSON (default book/results/gated_delta_<gpu>_<date>.json):
     environment  date, command, python, torch, triton, fla_core, gpu, copy_GBps, git_commit
@@ -187,6 +190,8 @@ def bench_peers(run, shape, dtype_name, backends):
     part, d_part = cut(inputs, do, run.args.check_T)
     refs, refusals = {}, run.report.setdefault("backward_refusals", {})
     for name, backend in backends.items():
+        if name.endswith("_tf32") and dtype != torch.float32:
+            continue  # 16-bit inputs use TF32 products anyway
         if not run.go(f"peers {shape} {dtype_name} {name}"):
             continue
         if backend.scalar_decay not in refs:
@@ -216,7 +221,7 @@ def bench_peers(run, shape, dtype_name, backends):
 def targets(entry):
     """Issue 20's targets for hymo's kernel: against fla's chunk_kda and the copy floor."""
     kda, floor, out = entry["results"].get("fla_chunk_kda", {}), entry["copy_floor_ms"], {}
-    for name in ("chunk_triton", "chunk_triton_kernel"):
+    for name in ("chunk_triton", "chunk_triton_kernel", "chunk_triton_kernel_tf32"):
         mine = entry["results"].get(name, {})
         if "fwd_ms" not in mine:
             continue
@@ -238,11 +243,11 @@ def targets(entry):
 def print_table(report):
     def fmt(x, f):
         return (f % x) if isinstance(x, (int, float)) else "-".rjust(int(f[1:].split(".")[0]))
-    print(f"\n{'case':34s} {'backend':20s} {'fwd ms':>8s} {'fwd+bwd':>8s} {'peak MiB':>9s} "
+    print(f"\n{'case':34s} {'backend':25s} {'fwd ms':>8s} {'fwd+bwd':>8s} {'peak MiB':>9s} "
           f"{'err o':>8s}")
 
     def row(case, name, r, err=None):
-        print(f"{case:34s} {name:20s} {fmt(r.get('fwd_ms'), '%8.3f')} "
+        print(f"{case:34s} {name:25s} {fmt(r.get('fwd_ms'), '%8.3f')} "
               f"{fmt(r.get('fwdbwd_ms'), '%8.3f')} {fmt(r.get('peak_mib'), '%9.1f')} "
               f"{fmt(err, '%8.1e')}")
     for rule, modes in report.get("precision", {}).items():
@@ -256,11 +261,11 @@ def print_table(report):
         for name, c in entry["checks"].items():
             row(key, name, entry["results"].get(name, {}), c.get("o"))
             if "error" in c or "bwd_error" in c:
-                print(f"{'':34s} {'':20s} {(c.get('error') or c.get('bwd_error'))[:60]}")
-        print(f"{key:34s} {'copy floor':20s} {fmt(entry['copy_floor_ms'], '%8.3f')}")
+                print(f"{'':34s} {'':25s} {(c.get('error') or c.get('bwd_error'))[:60]}")
+        print(f"{key:34s} {'copy floor':25s} {fmt(entry['copy_floor_ms'], '%8.3f')}")
         for name, t in entry.get("targets", {}).items():
             if t:
-                print(f"{key:34s} {name:20s} " + " ".join(
+                print(f"{key:34s} {name:25s} " + " ".join(
                     f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in t.items()))
     if report["skipped"]:
         print(f"skipped (past --budget-s): {report['skipped']}")

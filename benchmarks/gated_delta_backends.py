@@ -48,8 +48,8 @@ def naive(rule, v, b, c, g, A, beta):
     return naive_gated_delta(v, b, c, g, A, beta)[0]
 
 
-DELTA_BACKENDS = ["chunk_triton", "chunk_triton_kernel", "chunk_torch", "fla_chunk_kda",
-                  "fla_chunk_gdr"]
+DELTA_BACKENDS = ["chunk_triton", "chunk_triton_kernel", "chunk_triton_kernel_tf32",
+                  "chunk_torch", "fla_chunk_kda", "fla_chunk_gdr"]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 GRAD_NAMES = ["dv", "db", "dc", "dg", "dA_log", "dbeta"]
 
@@ -63,6 +63,19 @@ Backend = namedtuple("Backend", "call timed scalar_decay")
 def with_A_log(call):
     """``call`` as a function of the leaves (v, b, c, g, A_log[, beta])."""
     return lambda v, b, c, g, A_log, beta=None: call(v, b, c, g, -torch.exp(A_log), beta)
+
+
+def with_tf32(call):
+    """``call`` with PyTorch's TF32 switch on: the delta kernel then multiplies fp32 in plain
+    TF32, as fla's kernels do (it keeps the choice made at the forward for the backward)."""
+    def run(*args):
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return call(*args)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+    return run
 
 
 def hymo_backend(call):
@@ -111,6 +124,8 @@ def delta_backends(names, device):
                 found[name] = hymo_backend(dispatched("delta", "chunk_triton", False))
             elif name == "chunk_triton_kernel":
                 found[name] = hymo_backend(kernel_alone("delta"))
+            elif name == "chunk_triton_kernel_tf32":
+                found[name] = hymo_backend(with_tf32(kernel_alone("delta")))
             elif device.type != "cuda":
                 missing[name] = "fla's chunk kernels need a CUDA GPU"
             else:
