@@ -40,7 +40,8 @@ Times: triton.testing.do_bench, median, after one warm-up call. peak_mib: the pe
 forward + backward above the inputs. The floor: bytes_min_fwd (v, b, c, g, β read and o
 written, in the run's dtype) moved at the device-to-device copy rate measured at the start
 (environment.copy_GBps counts bytes read plus written); bytes_min_fwd_fla counts fla's
-per-key gate (fp32) instead of g. targets: chunk_triton(_kernel, _kernel_tf32) fwd+bwd ≤
+per-key gate (fp32) instead of g. clone_floor_ms: a clone of bytes_min_fwd bytes (twice
+that traffic). targets: chunk_triton(_kernel, _kernel_tf32) fwd+bwd ≤
 0.8 × and peak ≤ 1 × fla_chunk_kda's, forward ≤ 4 × the floor. --budget-s starts no case
 past its time (those are listed in "skipped"); the JSON is rewritten after every case.
 
@@ -51,9 +52,9 @@ JSON (default book/results/gated_delta_<gpu>_<date>.json):
     dispatch     {rule: {dtype: {"kernel" | "dispatch_no_check" | "dispatch_checked":
                   {fwd_ms, fwdbwd_ms, peak_mib}}}}
     peers        {"B4_T4096_H40_float32": {B, T, H, S, D, dtype, tolerance, bytes_min_fwd,
-                  bytes_min_fwd_fla, copy_floor_ms, checks: {backend: {o, dv, db, dc, dg,
-                  dA_log, dbeta, agrees} or {error}}, results: {backend: {fwd_ms, fwdbwd_ms,
-                  peak_mib, bwd_error}}, targets: {backend: {...}}}}
+                  bytes_min_fwd_fla, copy_floor_ms, clone_floor_ms, checks: {backend: {o,
+                  dv, db, dc, dg, dA_log, dbeta, agrees} or {error}}, results: {backend:
+                  {fwd_ms, fwdbwd_ms, peak_mib, bwd_error}}, targets: {backend: {...}}}}
     backends, backends_missing   the peers that ran; {name: why not} for the others
     backward_refusals  {backend: the error of its first backward that raised} (later
                  cases do not try again and say so in their "bwd_error")
@@ -92,7 +93,7 @@ from benchmarks.gated_delta_backends import (  # noqa: E402
     oracle,
     with_A_log,
 )
-from benchmarks.gdn import environment, parse_shape  # noqa: E402
+from benchmarks.gdn import environment, parse_shape, time_ms  # noqa: E402
 from hymo_mini import ops  # noqa: E402
 
 SECTIONS = ["precision", "dispatch", "peers"]
@@ -186,6 +187,7 @@ def bench_peers(run, shape, dtype_name, backends):
              "checks": {}, "results": {}}
     gbps = run.report["environment"].get("copy_GBps")
     entry["copy_floor_ms"] = floor_bytes / gbps / 1e6 if gbps else None
+    entry["clone_floor_ms"] = clone_ms(floor_bytes, run.device)
     run.report.setdefault("peers", {})[f"{shape}_{dtype_name}"] = entry
     part, d_part = cut(inputs, do, run.args.check_T)
     refs, refusals = {}, run.report.setdefault("backward_refusals", {})
@@ -218,6 +220,17 @@ def bench_peers(run, shape, dtype_name, backends):
         torch.cuda.empty_cache()
 
 
+def clone_ms(n_bytes, device):
+    """The time of cloning a buffer of ``n_bytes`` (which reads and writes them: twice the
+    traffic of the floor; the anchors' "copy floor" looks like this one)."""
+    if device.type != "cuda":
+        return None
+    buffer = torch.empty(n_bytes // 4, dtype=torch.float32, device=device)
+    ms = time_ms(buffer.clone, device)
+    del buffer
+    return ms
+
+
 def targets(entry):
     """Issue 20's targets for hymo's kernel: against fla's chunk_kda and the copy floor."""
     kda, floor, out = entry["results"].get("fla_chunk_kda", {}), entry["copy_floor_ms"], {}
@@ -229,6 +242,8 @@ def targets(entry):
         if floor:
             t["fwd_over_floor"] = mine["fwd_ms"] / floor
             t["fwd_within_4x_floor"] = t["fwd_over_floor"] <= 4.0
+        if entry["clone_floor_ms"]:
+            t["fwd_over_clone_floor"] = mine["fwd_ms"] / entry["clone_floor_ms"]
         if kda.get("fwdbwd_ms") and mine.get("fwdbwd_ms"):  # fla's fwd_ms is there too
             t["fwd_over_kda"] = mine["fwd_ms"] / kda["fwd_ms"]
             t["fwdbwd_over_kda"] = mine["fwdbwd_ms"] / kda["fwdbwd_ms"]
@@ -262,7 +277,8 @@ def print_table(report):
             row(key, name, entry["results"].get(name, {}), c.get("o"))
             if "error" in c or "bwd_error" in c:
                 print(f"{'':34s} {'':25s} {(c.get('error') or c.get('bwd_error'))[:60]}")
-        print(f"{key:34s} {'copy floor':25s} {fmt(entry['copy_floor_ms'], '%8.3f')}")
+        print(f"{key:34s} {'copy floor / clone':25s} {fmt(entry['copy_floor_ms'], '%8.3f')} "
+              f"{fmt(entry.get('clone_floor_ms'), '%8.3f')}")
         for name, t in entry.get("targets", {}).items():
             if t:
                 print(f"{key:34s} {name:25s} " + " ".join(
