@@ -313,7 +313,7 @@ def main(argv=None):
         f"gated_delta_{gpu}_{env['date'][:10]}.json")
     run = Run(args, device, path)
     print(f"{run.report['environment']}", flush=True)
-    triton_ok = ops._triton_installed() and ops.triton_usable(device)
+    triton_ok = ops.triton_usable(device)
     for section in ("precision", "dispatch"):
         if section in args.sections and not triton_ok:
             run.report[section] = {"error": "no CUDA GPU and no Triton interpreter"}

@@ -112,7 +112,7 @@ def fla_gdr():
 
 def delta_backends(names, device):
     """The delta rule's backends that can run here; (name -> Backend, name -> why not)."""
-    triton_ok = ops._triton_installed() and ops.triton_usable(device)
+    triton_ok = ops.triton_usable(device)
     found, missing = {}, {}
     for name in names:
         try:

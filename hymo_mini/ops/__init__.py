@@ -45,18 +45,22 @@ RULES = {
 TRITON_BACKENDS = ("recurrent_triton", "chunk_triton")
 
 
-def triton_usable(device: torch.device) -> bool:
-    """Whether a Triton kernel can run on ``device``: compiled on CUDA, or interpreted on
-    the CPU when ``TRITON_INTERPRET=1``."""
-    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def _triton_installed() -> bool:
     try:
         import triton  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+def _triton_runs_on(device: torch.device) -> bool:
+    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def triton_usable(device: torch.device) -> bool:
+    """Whether a Triton kernel can run on ``device``: Triton is installed, and the kernel
+    is compiled on CUDA or interpreted on the CPU when ``TRITON_INTERPRET=1``."""
+    return _triton_installed() and _triton_runs_on(torch.device(device))
 
 
 def auto_backend(rule: str, v: torch.Tensor) -> str:
@@ -92,7 +96,7 @@ def _resolve(rule: str, backend: str, v) -> str:
         if not _triton_installed():
             raise RuntimeError(f"backend={backend!r} needs Triton, which is not installed; "
                                "use backend='auto' or 'chunk_torch'")
-        if not triton_usable(v.device):
+        if not _triton_runs_on(v.device):
             raise RuntimeError(
                 f"backend={backend!r} needs a CUDA GPU, or the Triton interpreter on CPU: set "
                 "TRITON_INTERPRET=1 before the first kernel is imported, or use "

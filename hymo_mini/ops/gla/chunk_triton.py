@@ -252,5 +252,4 @@ def chunk_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=False
             "gated_linear_attention(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         return empty_sequence(v, b, initial_state, output_final_state)
-    return ChunkGLAFunction.apply(v, b, c, g, A, initial_state,
-                                             bool(output_final_state))
+    return ChunkGLAFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state))
