@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 
 def _run(cmd, cwd, env=None):
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"{cmd} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    tail = f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, f"{cmd} failed:\n{tail}"
     return result.stdout
 
 
