@@ -92,7 +92,7 @@ def available_backends(device):
     found = {}
     for name in HYMO_BACKENDS:
         triton = "triton" in name
-        if not triton or (ops._triton_installed() and ops.triton_usable(device)):
+        if not triton or (ops.triton_usable(device)):
             found[name] = hymo_backend(name)
     if device.type == "cuda":
         try:

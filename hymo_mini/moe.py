@@ -21,9 +21,11 @@ Readings chosen where the document is unclear or contradicts itself (the book sh
 * **Combine weights are the chosen experts' probabilities, not renormalised** (the
   document's ``top_weights`` are taken straight from ``softmax`` over all experts). With 16
   experts and a near-uniform router at init each weight is about 1/16.
-* **Capacity.** ``config.moe_capacity(n) = ceil(capacity_factor * n * top_k / n_routed)``
-  slots per expert. Assignments beyond an expert's capacity are dropped (they contribute
-  zero); first choices are served before second choices, then earlier tokens first. The
+* **Capacity.** In training, ``config.moe_capacity(n) = ceil(capacity_factor * n * top_k /
+  n_routed)`` slots per expert. Assignments beyond an expert's capacity are dropped (they
+  contribute zero); first choices are served before second choices, then earlier tokens
+  first. The queue positions come from one stable sort of the choice-major assignments by
+  expert (:func:`~hymo_mini.moe_dispatch.queue_positions`), not an (n·k, e) one-hot cumsum. The
   document's worked example "1.5 × (4 × 4096 × 2) / 16 = 768" is wrong:
   4 × 4096 × 2 = 32,768; / 16 = 2,048; × 1.5 = **3,072** slots per expert. (Its claim that
   fewer than 0.1% of tokens are dropped at this factor is a measurement we cannot repeat.)
@@ -31,6 +33,8 @@ Readings chosen where the document is unclear or contradicts itself (the book sh
   second choice, a later token's first choice can take the slot an earlier token's second
   choice needed. When something is dropped, a token's output can therefore depend on
   later tokens (and on other sequences in the batch); when nothing is dropped, it cannot.
+  **In evaluation mode nothing is dropped** (capacity = every token, as DeepSeek-V3 does
+  at inference), so ``eval()`` forwards and generation are causal and per-sequence.
 * **No biases in the experts.** The document's expert code uses ``nn.Linear``'s default
   ``bias=True``, but its count 896 × 2304 × 3 = 6,193,152 per expert has none (the biases
   would add 2,304 + 896 + 2,304 = 5,504). We use ``bias=False``.
@@ -44,7 +48,13 @@ Readings chosen where the document is unclear or contradicts itself (the book sh
   keeps 24 bits (spacing 2^-27 ≈ 7.5e-9 there) and does tell them apart, so that part of
   section 8.7 is true. But its ``gate_forward`` then returns ``logits.to(x.dtype)``,
   rounding the logits back to bf16 before softmax and top-k, which throws the precision
-  away again. Here the logits, probabilities and the top-k stay fp32.
+  away again. Here the logits, probabilities and the top-k stay fp32, under autocast too.
+* **Dispatch** (``config.moe_impl``). The same routing feeds the readable loop below (per
+  expert: find its tokens, run it, scatter back; the one the book teaches) or a fast path
+  in :mod:`hymo_mini.moe_dispatch` (a grouped matrix multiply over the assignments sorted
+  by expert, or a padded batched one) with no host sync; ``"auto"`` picks the fast one.
+  The routed experts are stacked tensors (:class:`~hymo_mini.moe_dispatch.RoutedExperts`);
+  ``moe.experts.expert(e)`` reads one as a SwiGLU. Drop statistics stay on the device.
 """
 
 from __future__ import annotations
@@ -58,6 +68,15 @@ from torch import nn
 
 from hymo_mini.config import ModelConfig
 from hymo_mini.ffn import SwiGLU, swiglu_param_count
+from hymo_mini.moe_dispatch import (
+    RoutedExperts,
+    compute_dtype,
+    queue_positions,
+    resolve_impl,
+    routed_grouped,
+    routed_padded,
+    without_autocast,
+)
 
 __all__ = ["Routing", "DeepSeekMoE", "moe_param_counts"]
 
@@ -81,7 +100,9 @@ class Routing:
     kept: torch.Tensor  # (n, k) bool, False where the expert was full
     combine: torch.Tensor  # (n, k) fp32 weights * kept: what multiplies each expert output
     counts: torch.Tensor  # (e,) assignments per expert before capacity
-    capacity: int  # slots per expert
+    capacity: int  # slots per expert (n in evaluation mode: nothing is dropped)
+    position: torch.Tensor  # (n, k) place in the chosen expert's queue, 0-based
+    by_expert: torch.Tensor  # (k*n,) assignment ids (choice * n + token) sorted by expert
 
 
 class DeepSeekMoE(nn.Module):
@@ -94,8 +115,7 @@ class DeepSeekMoE(nn.Module):
         self.dim = config.dim
         self.n_routed = config.n_routed_experts
         self.top_k = config.n_activated_experts
-        self.experts = nn.ModuleList(
-            SwiGLU(config.dim, config.moe_inter_dim) for _ in range(self.n_routed))
+        self.experts = RoutedExperts(self.n_routed, config.dim, config.moe_inter_dim)
         self.shared_experts = nn.ModuleList(
             SwiGLU(config.dim, config.moe_inter_dim) for _ in range(config.n_shared_experts))
         self.gate = nn.Linear(config.dim, self.n_routed, bias=False)
@@ -107,61 +127,70 @@ class DeepSeekMoE(nn.Module):
         # assignments counted by training forwards since the last update_bias()
         self.register_buffer("pending_counts", torch.zeros(E, dtype=torch.long),
                              persistent=False)  # (e,) int64
-        self.last_counts: torch.Tensor | None = None
-        self.last_dropped: int = 0
+        # the last forward's statistics, kept on the device (reading them is the sync)
+        self.last_counts: torch.Tensor | None = None  # (e,) int64
+        self.last_dropped = torch.zeros((), dtype=torch.long)  # () dropped assignments
         self.last_capacity: int = 0
 
     # ---- routing ---------------------------------------------------------------------
     def route(self, x: torch.Tensor) -> Routing:
-        """Router decisions for x (..., dim); no side effects."""
+        """Router decisions for x (..., dim); no side effects. In training mode each expert
+        takes ``config.moe_capacity(n)`` assignments; in evaluation mode all of them."""
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have last dimension dim={self.dim}, "
                              f"got shape {tuple(x.shape)}")
         x = x.reshape(-1, self.dim)  # (n, dim)
         n, E, k = x.shape[0], self.n_routed, self.top_k
-        logits = F.linear(x.float(), self.gate.weight.float())  # (n, e) fp32
+        with without_autocast(x.device):  # the router is fp32 even under autocast
+            logits = F.linear(x.float(), self.gate.weight.float())  # (n, e) fp32
         probs = logits.softmax(dim=-1)  # (n, e) fp32
         indices = torch.topk(probs + self.expert_bias, k, dim=-1).indices  # (n, k)
         weights = probs.gather(-1, indices)  # (n, k) unbiased, not renormalised
-        capacity = self.config.moe_capacity(n)
+        capacity = self.config.moe_capacity(n) if self.training else n
         # queue position of each assignment at its expert: all first choices in token
         # order, then all second choices, ...
         order = rearrange(indices, "n k -> (k n)")  # (k*n,) choice-major
-        one_hot = F.one_hot(order, E)  # (k*n, e)
-        position = (one_hot.cumsum(dim=0) * one_hot).sum(dim=-1) - 1  # (k*n,) 0-based
-        kept = rearrange(position < capacity, "(k n) -> n k", k=k)  # (n, k) bool
-        counts = one_hot.sum(dim=0)  # (e,) before capacity
+        position, by_expert, counts = queue_positions(order, E)  # (k*n,), (k*n,), (e,)
+        position = rearrange(position, "(k n) -> n k", k=k)  # (n, k)
+        kept = position < capacity  # (n, k) bool
         return Routing(probs=probs, indices=indices, weights=weights, kept=kept,
-                       combine=weights * kept, counts=counts, capacity=capacity)
+                       combine=weights * kept, counts=counts, capacity=capacity,
+                       position=position, by_expert=by_expert)
 
     # ---- forward ---------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         routing = self.route(x)
         shape = x.shape
         x = x.reshape(-1, self.dim)  # (n, dim)
-        out = torch.zeros_like(x)  # (n, dim)
-        if x.is_meta:  # shapes only (the tracer): each expert sees a full (capacity, dim) batch
-            for expert in self.experts:
-                expert(x.new_empty(routing.capacity, self.dim))
-            for shared in self.shared_experts:
-                out = out + shared(x)
-            return out.reshape(shape)
-        for e, expert in enumerate(self.experts):
-            token, slot = torch.nonzero((routing.indices == e) & routing.kept, as_tuple=True)
-            if token.numel() == 0:
-                continue
-            y = expert(x[token])  # (m, dim) for the m tokens this expert serves
-            w = routing.combine[token, slot].to(y.dtype)  # (m,)
-            out = out.index_add(0, token, y * w[:, None])  # scatter back: (n, dim)
+        impl = resolve_impl(self.config.moe_impl, x, self.experts)
+        if impl == "loop":
+            out = self.routed_loop(x, routing)
+        elif impl == "grouped":
+            out = routed_grouped(x, routing, self.experts)
+        else:
+            out = routed_padded(x, routing, self.experts)
         for shared in self.shared_experts:
             out = out + shared(x)  # every token
         self._record(routing)
         return out.reshape(shape)  # (..., dim)
 
+    def routed_loop(self, x: torch.Tensor, routing: Routing) -> torch.Tensor:
+        """The routed experts' output (n, dim) for x (n, dim), expert by expert: the
+        reference every fast path is tested against."""
+        out = x.new_zeros(x.shape, dtype=compute_dtype(x))  # (n, dim) in the experts' dtype
+        for e in range(self.n_routed):
+            token, slot = torch.nonzero((routing.indices == e) & routing.kept, as_tuple=True)
+            if token.numel() == 0:
+                continue
+            y = self.experts.expert(e)(x[token])  # (m, dim) for the m tokens it serves
+            w = routing.combine[token, slot].to(y.dtype)  # (m,)
+            out = out.index_add(0, token, y * w[:, None])  # scatter back: (n, dim)
+        return out
+
     @torch.no_grad()
     def _record(self, routing: Routing) -> None:
-        self.last_counts = routing.counts.detach().clone()  # (e,)
-        self.last_dropped = int((~routing.kept).sum())
+        self.last_counts = routing.counts.detach()  # (e,)
+        self.last_dropped = (~routing.kept).sum()  # () on the device: no sync
         self.last_capacity = routing.capacity
         if self.training:
             self.pending_counts += routing.counts
@@ -185,17 +214,18 @@ class DeepSeekMoE(nn.Module):
         single forward per step this is ``last_counts``. Does nothing if no training
         forward has run since the last call.
         """
-        total = self.pending_counts.sum()
-        if total == 0:
-            return
+        total = self.pending_counts.sum()  # () int64
+        seen = total > 0  # () bool; no Python branch on it, so no host sync
         c = self.config
         E = self.n_routed
-        load = self.pending_counts.float() / total  # (e,) fractions summing to 1
-        self.load_ema.mul_(1 - c.load_ema_alpha).add_(c.load_ema_alpha * load)
-        overloaded = self.load_ema > (1 + c.load_deadband) / E  # (e,) bool
-        underloaded = self.load_ema < (1 - c.load_deadband) / E  # (e,) bool
-        self.expert_bias -= c.bias_update_rate * overloaded.to(self.expert_bias.dtype)
-        self.expert_bias += c.bias_update_rate * underloaded.to(self.expert_bias.dtype)
+        load = self.pending_counts.float() / total.clamp(min=1)  # (e,) fractions summing to 1
+        ema = torch.where(seen, self.load_ema * (1 - c.load_ema_alpha) + c.load_ema_alpha * load,
+                          self.load_ema)  # (e,)
+        overloaded = ema > (1 + c.load_deadband) / E  # (e,) bool
+        underloaded = ema < (1 - c.load_deadband) / E  # (e,) bool
+        step = (underloaded.float() - overloaded.float()) * seen  # (e,) in {-1, 0, 1}
+        self.load_ema.copy_(ema)
+        self.expert_bias += c.bias_update_rate * step.to(self.expert_bias.dtype)
         self.pending_counts.zero_()
 
     def extra_repr(self) -> str:

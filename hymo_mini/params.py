@@ -43,7 +43,6 @@ What the document gets wrong (computed values for hymo_750m; the book shows them
 
 from __future__ import annotations
 
-import argparse
 import functools
 from dataclasses import dataclass
 
@@ -61,7 +60,6 @@ __all__ = [
     "count_params",
     "formula_params",
     "document_comparison",
-    "main",
 ]
 
 # component -> label; the order of the table
@@ -329,21 +327,3 @@ def document_comparison(config: HyMoConfig | ModelConfig | str = "hymo_750m") ->
                        for i in range(4)) for r in rows]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hymo-mini params",
-                                     description="active and stored parameters per component")
-    parser.add_argument("name", nargs="?", default="hymo_750m", help="preset name or YAML path")
-    parser.add_argument("--no-document", action="store_true",
-                        help="do not print the comparison with the document's figures")
-    args = parser.parse_args(argv)
-    config = load_config(args.name)
-    table = count_params(config)
-    table.title = f"{config.run.name}: parameters (stored = in memory, active = used per token)"
-    print(table)
-    if not args.no_document and config.model == load_config("hymo_750m").model:
-        print()
-        print("The design document's figures (section 12) against the computed counts:")
-        print(document_comparison(config))
-    return 0

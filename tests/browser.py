@@ -1,4 +1,5 @@
-"""Helpers for the browser tests: a JupyterLab server on loopback and headless Chromium.
+"""Helpers for the browser tests: a JupyterLab server on loopback, headless Chromium, and a
+page that may not reach past this machine.
 
 Chromium comes from Debian (``apt-get install chromium``; ``.ci/run`` installs it) and is
 driven by Playwright's Python API without Playwright's own browser download.
@@ -7,6 +8,7 @@ driven by Playwright's Python API without Playwright's own browser download.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import secrets
@@ -17,12 +19,49 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlparse
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
+
+
+# schemes that never touch the network
+LOCAL_SCHEMES = {"file", "data", "blob", "about"}
+
+
+def leaves_machine(url: str) -> bool:
+    """Whether loading ``url`` would go past this machine (anything but loopback or a file)."""
+    parsed = urlparse(url)
+    if parsed.scheme in LOCAL_SCHEMES:
+        return False
+    host = (parsed.hostname or "").strip("[]")
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a name that is not localhost: resolving it already leaves the machine
+
+
+def block_the_network(page) -> list[str]:
+    """Abort every request of ``page`` that would leave the machine; returns the list of
+    such URLs, filled as the page runs (web sockets included)."""
+    left: list[str] = []
+
+    def route(request_route):
+        url = request_route.request.url
+        if leaves_machine(url):
+            left.append(url)
+            request_route.abort()
+        else:
+            request_route.continue_()
+
+    page.route("**/*", route)
+    page.on("websocket", lambda ws: left.append(ws.url) if leaves_machine(ws.url) else None)
+    return left
 
 
 def browser_missing_reason() -> str | None:

@@ -2,8 +2,7 @@
 
 Without a GPU, Triton kernels run under the Triton interpreter, which must be switched on
 before the kernels are decorated, i.e. before hymo_mini's Triton modules are imported.
-The book's helpers (``hymo_book``) live in book/, where the notebooks import them from:
-book/ goes on sys.path for the tests of tests/book/.
+The book's helpers are put on the path.
 """
 
 import os
@@ -12,7 +11,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "book"))
+# the book's helpers (book/hymo_book) are imported as `hymo_book`, as the notebooks do
+BOOK = Path(__file__).resolve().parent.parent / "book"
+if str(BOOK) not in sys.path:
+    sys.path.insert(0, str(BOOK))
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")

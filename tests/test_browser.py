@@ -2,7 +2,10 @@
 
 1. JupyterLab on 127.0.0.1: open a chapter with a widget, run all cells, move a slider,
    and check the figure changes.
-2. The built site: open chapter pages and check every image has loaded.
+2. The built site, opened with every request that would leave the machine blocked: the math
+   is typeset (MathJax output, no raw TeX left), every saved widget view is drawn, every
+   figure's text shows at 8 pt or more, wide content scrolls inside its box, and no page
+   tried to reach the network.
 
 Screenshots are saved under ``test-artifacts/`` (git-ignored). The tests skip, saying
 why, when Playwright or Chromium is missing; CI installs both.
@@ -10,11 +13,22 @@ why, when Playwright or Chromium is missing; CI installs both.
 
 from __future__ import annotations
 
+import base64
 import shutil
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
-from browser import CHROMIUM, CHROMIUM_ARGS, browser_missing_reason, jupyter_lab
+from browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    block_the_network,
+    browser_missing_reason,
+    jupyter_lab,
+    leaves_machine,
+)
+from hymo_book.legibility import FIGURE_MIN_FONT_PT, MIN_SHOWN_PT, png_dpi, shown_points
+from hymo_book.site import build_site, chapters
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
@@ -27,8 +41,6 @@ pytestmark = [
 
 def widget_chapter() -> Path:
     """The first chapter whose code uses ipywidgets' interact."""
-    from hymo_mini.book import chapters
-
     for path in chapters(REPO / "book"):
         if "interact(" in path.read_text():
             return path
@@ -41,7 +53,9 @@ def browser():
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        # scrollbars drawn, as a reader's browser draws them (Playwright hides them)
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                     ignore_default_args=["--hide-scrollbars"])
         yield chromium
         chromium.close()
 
@@ -95,20 +109,114 @@ def test_widget_slider_changes_figure(browser, tmp_path):
         page.close()
 
 
-def test_site_pages_load_their_figures(browser, tmp_path):
-    from hymo_mini.book import build_site, chapters
+# what a reader sees on one page, read once everything has been drawn
+PAGE_REPORT = """() => {
+  const article = document.querySelector('article.bd-article');
+  const box = article.getBoundingClientRect();
+  // the text a reader reads: code is shown as written, so raw TeX there is no fault
+  const prose = article.cloneNode(true);
+  prose.querySelectorAll('pre, code, .highlight, script, style, mjx-container, .jupyter-widgets')
+       .forEach(e => e.remove());
+  const raw = (prose.textContent.match(/\\\\\\(|\\\\\\)|\\\\\\[|\\$\\$|\\\\begin\\{/g) || []);
+  const maths = Array.from(article.querySelectorAll('.math'));
+  const scrolls = el => { for (let p = el.parentElement; p && p !== article; p = p.parentElement) {
+    const o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll') return true; }
+    return false; };
+  const sticking = Array.from(article.querySelectorAll('*')).filter(el => {
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.right > box.right + 1 && !scrolls(el); });
+  const figures = Array.from(article.querySelectorAll('.cell_output img, .jupyter-widgets img'));
+  return {
+    raw: raw,
+    maths: maths.length,
+    untypeset: maths.filter(m => !m.querySelector('mjx-container')).length,
+    tex_errors: article.querySelectorAll('mjx-merror').length,
+    views: article.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')
+                  .length,
+    drawn: article.querySelectorAll('.widget-subarea > .jupyter-widgets').length,
+    broken: Array.from(article.querySelectorAll('img'))
+                 .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 80)),
+    sticking_out: sticking.slice(0, 5).map(e => e.tagName + '.' + e.className.slice(0, 40)),
+    figures: figures.map(i => [i.src, i.naturalWidth, i.getBoundingClientRect().width]),
+  };
+}"""
 
-    html = build_site(tmp_path / "site")
+
+def _png_bytes(src: str) -> bytes:
+    """The bytes of an image the page shows: a file of the site or a data: URI."""
+    if src.startswith("data:"):
+        return base64.b64decode(src.split(",", 1)[1])
+    return Path(unquote(urlparse(src).path)).read_bytes()
+
+
+def _figure_problems(figures) -> list[str]:
+    """Figures whose smallest permitted text (FIGURE_MIN_FONT_PT) shows below MIN_SHOWN_PT."""
+    problems = []
+    for src, native, shown in figures:
+        name = "widget figure" if src.startswith("data:") else Path(urlparse(src).path).name
+        dpi = png_dpi(_png_bytes(src))
+        if dpi is None:
+            problems.append(f"{name[:40]} declares no dpi: its text size is unknown")
+            continue
+        points = shown_points(FIGURE_MIN_FONT_PT, dpi, native, shown)
+        if points < MIN_SHOWN_PT:
+            problems.append(f"{name[:40]} ({native} px) shown {shown:.0f} px wide: "
+                            f"{FIGURE_MIN_FONT_PT:g} pt text shows at {points:.1f} pt")
+    return problems
+
+
+def _open_offline(browser, page_file: Path):
+    """Open one page of the site with the network blocked; wait until it is drawn.
+
+    Returns the page, the URLs it tried to reach past this machine, and the local files it
+    failed to load (a file the site should serve and does not, e.g. a MathJax extension).
+    """
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
-    checked = 0
-    for chapter in chapters(REPO / "book"):
-        page.goto((html / f"{chapter.stem}.html").as_uri())
-        page.wait_for_load_state("load")
-        images = page.eval_on_selector_all(
-            "article img", "els => els.map(e => [e.src, e.complete && e.naturalWidth > 0])")
-        broken = [src for src, ok in images if not ok]
-        assert not broken, f"{chapter.stem}: images that did not load: {broken}"
-        checked += len(images)
-        page.screenshot(path=str(ARTIFACTS / f"site_{chapter.stem}.png"))
-    page.close()
-    assert checked > 0, "no chapter page shows a figure"
+    left, missing = block_the_network(page), []
+    page.on("requestfailed", lambda r: None if leaves_machine(r.url) else missing.append(r.url))
+    page.goto(page_file.as_uri())
+    page.wait_for_load_state("load")
+    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+    views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+    with_timeout = {"arg": views, "timeout": 30_000}
+    try:
+        page.wait_for_function(
+            "n => document.querySelectorAll('.widget-subarea > .jupyter-widgets').length >= n",
+            **with_timeout)
+    except Exception:  # the report below says how many were drawn
+        pass
+    page.wait_for_function("() => Array.from(document.images).every(i => i.complete)",
+                           timeout=30_000)
+    return page, left, missing
+
+
+def test_site_works_with_no_network(browser, tmp_path):
+    html = build_site(tmp_path / "site")
+    problems, totals = [], {"maths": 0, "drawn": 0, "figures": 0}
+    # the landing page, then every chapter
+    for name in ["README"] + [chapter.stem for chapter in chapters(REPO / "book")]:
+        page, left, missing = _open_offline(browser, html / f"{name}.html")
+        seen = page.evaluate(PAGE_REPORT)
+        found = [f"tried to reach {url}" for url in left]
+        found += [f"could not load {url.split('/_build/html/')[-1]}" for url in missing]
+        found += [f"raw TeX in the text: {seen['raw'][:5]}"] if seen["raw"] else []
+        if seen["untypeset"] or seen["tex_errors"]:
+            found.append(f"{seen['untypeset']} of {seen['maths']} formulas not typeset, "
+                         f"{seen['tex_errors']} TeX errors")
+        if seen["drawn"] < seen["views"]:
+            found.append(f"{seen['drawn']} of {seen['views']} widget views drawn")
+        found += [f"image did not load: {src}" for src in seen["broken"]]
+        found += [f"sticks out of the text column: {e}" for e in seen["sticking_out"]]
+        found += _figure_problems(seen["figures"])
+        problems += [f"{name}: {p}" for p in found]
+        for key in totals:
+            totals[key] += len(seen[key]) if key == "figures" else seen[key]
+        widget = page.locator(".widget-subarea").first
+        if widget.count():
+            widget.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / f"site_{name}.png"))
+        page.close()
+    assert not problems, "\n".join(problems)
+    assert totals["maths"] > 0, "no page typeset any math"
+    assert totals["drawn"] > 0, "no page drew a widget view"
+    assert totals["figures"] > 0, "no page showed a figure"

@@ -126,11 +126,12 @@ def test_dispatcher_dtype_device_and_value_errors():
 
 
 def test_a_backend_the_rule_lacks_is_named():
-    """The delta rule has no kernel of the gla rule's: an error names its backends, nothing
-    is silently replaced."""
+    """The delta rule has no recurrent kernel: an error names its backends, nothing is
+    silently replaced."""
     v, b, c, g, A = make_inputs(dtype=torch.float32)
     beta = torch.rand_like(g)
-    with pytest.raises(ValueError, match="the 'delta' rule has the backends 'auto', 'naive'"):
+    with pytest.raises(ValueError, match="the 'delta' rule has the backends 'auto', 'naive', "
+                       "'chunk_torch', 'chunk_triton'"):
         gated_delta_rule(v, b, c, g, A, beta, backend="recurrent_triton")
     with pytest.raises(ValueError, match="gdn_backend"):
         dataclasses.replace(load_config("hymo_mini").model, gdn_rule="delta",

@@ -88,7 +88,7 @@ def test_cpu_auto_picks_chunk():
     from hymo_mini.ops import auto_backend
 
     assert auto_backend("gla", torch.zeros(1, 1, 1, 1)) == "chunk_torch"
-    assert auto_backend("delta", torch.zeros(1, 1, 1, 1)) == "naive"
+    assert auto_backend("delta", torch.zeros(1, 1, 1, 1)) == "chunk_torch"
 
 
 @pytest.mark.parametrize("bad", [0, -4, 2.5, "16"])

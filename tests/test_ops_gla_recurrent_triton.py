@@ -129,7 +129,7 @@ def test_auto_picks_a_kernel_on_cuda_tensors(monkeypatch):
     assert ops.auto_backend("gla", _fake_cuda(1024, H=40)) == "recurrent_triton"
     assert ops.auto_backend("gla", _fake_cuda(2048, H=40)) == "chunk_triton"
     assert ops.auto_backend("gla", _fake_cuda(1024, B=64, H=40)) == "chunk_triton"
-    assert ops.auto_backend("delta", _fake_cuda(4096)) == "naive"  # the rule's only path
+    assert ops.auto_backend("delta", _fake_cuda(1)) == "chunk_triton"  # no recurrent kernel
     monkeypatch.setattr(ops, "_triton_installed", lambda: False)
     assert ops.auto_backend("gla", _fake_cuda(4096)) == "chunk_torch"
 

@@ -117,7 +117,7 @@ def test_split_of_the_mini_model(mini):
     for name in ("layers.0.attn.q_scale", "layers.0.attn.k_scale", _in_layer(mini, 1, "A_log"),
                  "layers.0.moe.gate.weight", _in_layer(mini, 1, "dt_bias"), "norm.weight"):
         assert rows[name].group == "adamw_no_decay", name
-    for name in ("layers.0.moe.experts.0.w1.weight", "mtp.blocks.0.w2.weight",
+    for name in ("layers.0.moe.experts.w1", "mtp.blocks.0.w2.weight",
                  _in_layer(mini, 1, "conv1d.weight")):
         assert rows[name].group == "adamw_decay", name
 

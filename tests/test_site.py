@@ -1,32 +1,46 @@
 """The book as a static website: built offline from the committed notebooks.
 
 Checks what a reader of the site relies on: a page for every chapter, the table of
-contents in reading order, every image a page shows present on disk, and every link
-between pages pointing at a page that exists. (The browser tests open the same site in
-Chromium; this one needs no browser.)
+contents in reading order, every image a page shows present on disk, every link between
+pages pointing at a page that exists, and every script, stylesheet and image a page loads
+served by the site itself (MathJax and the widget embedder included). The landing page
+points at nothing a clone lacks and shows the README's set-up. (The browser tests open the
+same site in Chromium with the network blocked; these need no browser.)
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-
-from hymo_mini.book import build_site, chapters, write_toc
+from hymo_book.offline import (
+    HTML_MANAGER_VERSION,
+    MATHJAX_DIR,
+    MATHJAX_ENTRY,
+    VENDORED_WIDGETS,
+    WIDGETS_DIR,
+    WIDGETS_ENTRY,
+)
+from hymo_book.site import build_site, chapters, write_toc
 
 REPO = Path(__file__).resolve().parent.parent
+BOOK = REPO / "book"
 
 
 class _Refs(HTMLParser):
-    """Image sources and link targets of one page."""
+    """What one page shows and loads: images, links, scripts and stylesheets."""
 
     def __init__(self):
         super().__init__()
         self.images: list[str] = []
         self.links: list[str] = []
+        self.loads: list[str] = []  # scripts, stylesheets, images, frames: fetched on load
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -34,6 +48,10 @@ class _Refs(HTMLParser):
             self.images.append(attrs["src"])
         if tag == "a" and attrs.get("href"):
             self.links.append(attrs["href"])
+        if tag in ("img", "script", "iframe") and attrs.get("src"):
+            self.loads.append(attrs["src"])
+        if tag == "link" and attrs.get("href") and "stylesheet" in (attrs.get("rel") or ""):
+            self.loads.append(attrs["href"])
 
 
 def _refs(page: Path) -> _Refs:
@@ -52,26 +70,34 @@ def _local(target: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    return build_site(tmp_path_factory.mktemp("site"))
+    # with nothing on PATH: the builder must find Jupyter Book through this interpreter,
+    # as it must in a virtual environment that was never activated
+    empty = tmp_path_factory.mktemp("empty_path")
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = str(empty)
+    try:
+        return build_site(tmp_path_factory.mktemp("site"))
+    finally:
+        os.environ["PATH"] = saved
 
 
 def test_toc_lists_every_chapter_in_reading_order(tmp_path):
-    names = [p.stem for p in chapters(REPO / "book")]
+    names = [p.stem for p in chapters(BOOK)]
     assert names == sorted(names) and names[0].startswith("00_")
-    toc = write_toc(REPO / "book", tmp_path / "_toc.yml").read_text()
+    toc = write_toc(BOOK, tmp_path / "_toc.yml").read_text()
     assert re.findall(r"- file: (\S+)", toc) == names
     assert "root: README" in toc
 
 
 def test_every_chapter_has_a_page(site):
-    for chapter in chapters(REPO / "book"):
+    for chapter in chapters(BOOK):
         assert (site / f"{chapter.stem}.html").is_file(), f"no page for {chapter.name}"
     assert (site / "index.html").is_file()
 
 
 def test_every_image_is_on_disk(site):
     shown = 0
-    for chapter in chapters(REPO / "book"):
+    for chapter in chapters(BOOK):
         page = site / f"{chapter.stem}.html"
         for src in _refs(page).images:
             path = _local(src)
@@ -80,7 +106,7 @@ def test_every_image_is_on_disk(site):
                 continue
             assert (page.parent / path).resolve().is_file(), f"{page.name}: missing image {src}"
             shown += 1
-    assert shown >= len(chapters(REPO / "book")), "chapters should show their figures"
+    assert shown >= len(chapters(BOOK)), "chapters should show their figures"
 
 
 def test_links_between_pages_resolve(site):
@@ -92,8 +118,88 @@ def test_links_between_pages_resolve(site):
             assert (page.parent / path).resolve().is_file(), f"{page.name}: broken link {href}"
 
 
+def test_pages_load_only_files_of_the_site(site):
+    for page in sorted(site.glob("*.html")):
+        for src in _refs(page).loads:
+            if src.startswith("data:"):
+                continue
+            path = _local(src)
+            assert path is not None, f"{page.name} loads {src} from outside the site"
+            assert (page.parent / path).resolve().is_file(), f"{page.name}: missing {src}"
+
+
+def test_math_and_widgets_are_served_by_the_site(site):
+    mathjax = f"_static/{MATHJAX_DIR}/{MATHJAX_ENTRY}"
+    widgets = f"_static/{WIDGETS_DIR}/{WIDGETS_ENTRY}"
+    with_math = with_widgets = 0
+    for chapter in chapters(BOOK):
+        html = (site / f"{chapter.stem}.html").read_text(encoding="utf-8")
+        if 'class="math' in html:
+            with_math += 1
+            assert mathjax in html, f"{chapter.stem} has math but does not load {mathjax}"
+        if "application/vnd.jupyter.widget-view+json" in html:
+            with_widgets += 1
+            assert widgets in html, f"{chapter.stem} has widgets but does not load {widgets}"
+    assert with_math and with_widgets, "the book should have pages with math and with widgets"
+    # MathJax draws with its own web fonts, fetched from beside its script
+    assert list((site / "_static" / MATHJAX_DIR / "output/chtml/fonts/woff-v2").glob("*.woff"))
+
+
+def test_vendored_embedder_fits_the_installed_ipywidgets():
+    # ipywidgets names the html-manager its widget state is written for, as a caret range
+    from ipywidgets._version import __html_manager_version__ as wanted
+
+    def version(text):
+        return tuple(int(part) for part in text.split("."))
+
+    assert wanted.startswith("^"), f"unexpected html-manager range {wanted!r}"
+    low = version(wanted[1:])
+    have = version(HTML_MANAGER_VERSION)
+    assert have[0] == low[0] and have >= low, (
+        f"the vendored html-manager {HTML_MANAGER_VERSION} does not satisfy ipywidgets' "
+        f"{wanted}: update book/hymo_book/vendor/html-manager (its README says how)")
+    assert HTML_MANAGER_VERSION in (VENDORED_WIDGETS / "README.md").read_text()
+
+
 def test_sidebar_follows_reading_order(site):
     # index.html redirects to the landing page, README.html, whose sidebar lists the chapters
     html = (site / "README.html").read_text(encoding="utf-8")
     first_seen = list(dict.fromkeys(re.findall(r'href="(\d\d_[a-z0-9_]+)\.html"', html)))
-    assert first_seen == [p.stem for p in chapters(REPO / "book")]
+    assert first_seen == [p.stem for p in chapters(BOOK)]
+
+
+def _commands(markdown: str, section: str) -> list[str]:
+    """The lines of the first bash block under the heading ``section``."""
+    body = markdown.split(f"## {section}\n", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", body, flags=re.S).group(1)
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_landing_page_sets_up_as_the_readme_does():
+    quick_start = _commands((REPO / "README.md").read_text(), "Quick start")
+    landing = _commands((BOOK / "README.md").read_text(), "How to read it")
+    assert landing[:len(quick_start)] == quick_start
+
+
+def test_landing_page_names_only_files_of_the_clone():
+    # every `path/like/this` the landing page names must exist in the repository, but
+    # for what a build writes (book/_build/...)
+    text = (BOOK / "README.md").read_text()
+    named = {m for m in re.findall(r"`([^`\s]+/[^`\s]*)`", text)
+             if "://" not in m and "_build" not in m}
+    assert named, "the landing page should name the files it talks about"
+    for name in sorted(named):
+        found = list(REPO.glob(name.rstrip("/"))) + list(BOOK.glob(name.rstrip("/")))
+        assert found, f"book/README.md names {name!r}, which a clone does not have"
+
+
+@pytest.mark.parametrize("where, command", [
+    ("book", [sys.executable, "-m", "hymo_book.site", "--help"]),
+    ("repo", [sys.executable, "book/hymo_book/site.py", "--help"]),
+])
+def test_builder_runs_as_documented(where, command):
+    cwd = BOOK if where == "book" else REPO
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "--out" in result.stdout

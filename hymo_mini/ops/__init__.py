@@ -10,6 +10,9 @@ plain loop first and the faster paths beside it:
         chunk_triton.py     chunk_gla_triton         chunked Triton kernel (+ chunk_states.py)
     gated_delta/  the true gated delta rule: decay, erase, write
         naive.py            naive_gated_delta        the loop over time (the oracle)
+        chunk.py            chunk_gated_delta_torch  chunkwise (WY form), PyTorch + einops
+        chunk_triton.py     chunk_gated_delta_triton chunked Triton kernel (+ chunk_kernels.py,
+                                                     chunk_states.py)
 
 :func:`gated_linear_attention` and :func:`gated_delta_rule` dispatch by ``backend``:
 "naive", "chunk_torch", "recurrent_triton", "chunk_triton", or "auto" (the fastest
@@ -25,26 +28,21 @@ import os
 import torch
 
 from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.gated_delta.chunk import chunk_gated_delta_torch
 from hymo_mini.ops.gated_delta.naive import naive_gated_delta
 from hymo_mini.ops.gla.chunk import chunk_gla_torch
 from hymo_mini.ops.gla.naive import naive_gla
 
 __all__ = ["RULES", "gated_linear_attention", "gated_delta_rule", "auto_backend",
            "check_inputs", "empty_sequence", "naive_gla", "naive_gated_delta",
-           "chunk_gla_torch", "triton_usable"]
+           "chunk_gla_torch", "chunk_gated_delta_torch", "triton_usable"]
 
 # rule -> the backends it has, slowest first
 RULES = {
     "gla": ("naive", "chunk_torch", "recurrent_triton", "chunk_triton"),
-    "delta": ("naive",),
+    "delta": ("naive", "chunk_torch", "chunk_triton"),
 }
 TRITON_BACKENDS = ("recurrent_triton", "chunk_triton")
-
-
-def triton_usable(device: torch.device) -> bool:
-    """Whether a Triton kernel can run on ``device``: compiled on CUDA, or interpreted on
-    the CPU when ``TRITON_INTERPRET=1``."""
-    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _triton_installed() -> bool:
@@ -53,6 +51,16 @@ def _triton_installed() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _triton_runs_on(device: torch.device) -> bool:
+    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def triton_usable(device: torch.device) -> bool:
+    """Whether a Triton kernel can run on ``device``: Triton is installed, and the kernel
+    is compiled on CUDA or interpreted on the CPU when ``TRITON_INTERPRET=1``."""
+    return _triton_installed() and _triton_runs_on(torch.device(device))
 
 
 def auto_backend(rule: str, v: torch.Tensor) -> str:
@@ -88,7 +96,7 @@ def _resolve(rule: str, backend: str, v) -> str:
         if not _triton_installed():
             raise RuntimeError(f"backend={backend!r} needs Triton, which is not installed; "
                                "use backend='auto' or 'chunk_torch'")
-        if not triton_usable(v.device):
+        if not _triton_runs_on(v.device):
             raise RuntimeError(
                 f"backend={backend!r} needs a CUDA GPU, or the Triton interpreter on CPU: set "
                 "TRITON_INTERPRET=1 before the first kernel is imported, or use "
@@ -127,6 +135,11 @@ def gated_delta_rule(v, b, c, g, A, beta, *, initial_state=None, output_final_st
     L2-normalises b and c. Returns ``(o, final_state or None)``.
     """
     name = _resolve("delta", backend, v)
-    assert name == "naive", name  # the only backend RULES lists for this rule
-    o, state = naive_gated_delta(v, b, c, g, A, beta, initial_state, check_values=check_values)
-    return o, (state if output_final_state else None)
+    args = (v, b, c, g, A, beta, initial_state, output_final_state)
+    if name == "naive":
+        o, state = naive_gated_delta(v, b, c, g, A, beta, initial_state, check_values=check_values)
+        return o, (state if output_final_state else None)
+    if name == "chunk_torch":
+        return chunk_gated_delta_torch(*args, check_values=check_values)
+    from hymo_mini.ops.gated_delta.chunk_triton import chunk_gated_delta_triton
+    return chunk_gated_delta_triton(*args, check_values=check_values)

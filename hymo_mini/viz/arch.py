@@ -39,7 +39,7 @@ def _draw_layers(ax, types: tuple[str, ...], y: float, nope: tuple[int, ...] = (
     for i, kind in enumerate(types):
         ax.add_patch(Rectangle((i, y), 0.9, 0.8, facecolor=COLOURS[kind.upper()],
                                edgecolor="black", lw=0.6, hatch="//" if i in nope else None))
-        ax.text(i + 0.45, y + 0.4, kind.upper(), ha="center", va="center", fontsize=6.5,
+        ax.text(i + 0.45, y + 0.4, kind.upper(), ha="center", va="center", fontsize=8,
                 rotation=90, color="white", fontweight="bold")
 
 
@@ -64,7 +64,7 @@ def layer_map_figure(mla_every: int = 4, mla_offset: int = 0, n_layers: int = 32
     ax.set_yticks([y for y, _ in labels], [text for _, text in labels], fontsize=8)
     step = 1 if n_layers <= 32 else 4
     ax.set_xticks([i + 0.45 for i in range(0, n_layers, step)], range(0, n_layers, step),
-                  fontsize=7)
+                  fontsize=8)
     ax.set_xlabel("layer index")
     ax.spines[["top", "right", "left"]].set_visible(False)
     ax.tick_params(axis="y", length=0)

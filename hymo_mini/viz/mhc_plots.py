@@ -192,7 +192,7 @@ def plot_mixing_heatmaps(logit_scale: float = 4.0, iters: int = 20, n: int = 4,
             ax.imshow(m, cmap=cmap, vmin=0, vmax=1)
         for i in range(n):
             for j in range(n):
-                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="white" if (cmap == "viridis" and m[i, j] < 0.6) else "black")
         ax.set_title(title, fontsize=9)
         ax.set_xticks(range(n))
@@ -202,7 +202,7 @@ def plot_mixing_heatmaps(logit_scale: float = 4.0, iters: int = 20, n: int = 4,
             rows = ", ".join(f"{s:.3f}" for s in m.sum(1))
             cols = ", ".join(f"{s:.3f}" for s in m.sum(0))
             ax.text(0.5, -0.32, f"rows: {rows}\ncols: {cols}", transform=ax.transAxes,
-                    ha="center", va="top", fontsize=7)
+                    ha="center", va="top", fontsize=8)
     axes[0].set_ylabel("i (input stream)", fontsize=8)
     fig.suptitle("Residual mixing matrices comb[i, j] (output stream j = Σ_i comb[i, j] X_i)")
     fig.subplots_adjust(bottom=0.28, top=0.8, wspace=0.35)

@@ -65,7 +65,7 @@ def kv_cache_figure(T: int = 4096, n_layers: int = 8, config: ModelConfig | None
     ax_line.set_xlabel("sequence length T (tokens)")
     ax_line.set_ylabel("cache for one sequence (MiB)")
     ax_line.grid(True, which="major", alpha=0.3)
-    ax_line.legend(fontsize=7)
+    ax_line.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -93,8 +93,8 @@ def attention_map_figure(probs, head: int = 0, labels: list[str] | None = None,
         ax.set_ylabel("query position t")
         if labels is not None:
             ticks = range(len(labels))
-            ax.set_xticks(ticks, labels, fontsize=7)
-            ax.set_yticks(ticks, labels, fontsize=7)
+            ax.set_xticks(ticks, labels, fontsize=8)
+            ax.set_yticks(ticks, labels, fontsize=8)
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()

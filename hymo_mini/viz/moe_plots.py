@@ -247,7 +247,7 @@ def balancing_figure(skew: float = 0.1, steps: int = 1500, load_ema_alpha: float
     ax_spread.set_xlabel("step")
     ax_spread.set_ylabel("expert load / uniform load")
     ax_spread.set_title(f"most and least loaded expert ({window}-step mean)")
-    ax_spread.legend(fontsize=7)
+    ax_spread.legend(fontsize=8)
     width = 0.4
     idx = torch.arange(E).float()
     ax_bars.bar((idx - width / 2).numpy(), (off.loads[-20:].mean(0) * E).numpy(), width,
@@ -258,7 +258,7 @@ def balancing_figure(skew: float = 0.1, steps: int = 1500, load_ema_alpha: float
     ax_bars.set_xlabel("routed expert")
     ax_bars.set_ylabel("load / uniform (last 20 steps)")
     ax_bars.set_title("load per expert at the end")
-    ax_bars.legend(fontsize=7)
+    ax_bars.legend(fontsize=8)
     ax_bias.plot(step, on.biases.numpy(), lw=0.8)
     ax_bias.set_xlabel("step")
     ax_bias.set_ylabel("expert_bias")

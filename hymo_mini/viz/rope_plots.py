@@ -100,7 +100,7 @@ def rotation_2d_figure(pair: int = 0, position: int = 3, rope_dim: int = 32,
     if n <= 12:
         for p in range(n):
             ax.text(1.08 * rotated[p, 0].item(), 1.08 * rotated[p, 1].item(), f"p={p}",
-                    fontsize=7, ha="center", va="center")
+                    fontsize=8, ha="center", va="center")
     lim = 1.3 * radius
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)

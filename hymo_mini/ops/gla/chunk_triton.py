@@ -69,8 +69,10 @@ Memory: besides the inputs, the forward keeps the block-start states (B·H·⌈T
 fp32) for the backward, and the chunk states while it runs; the backward adds the
 chunk-end gradients and returns the gradients.
 
-Precision: all arithmetic in fp32; tl.dot multiplies fp32 in TF32 on the GPU
-(``DOT_PRECISION``), the interpreter in plain fp32. Inputs may be fp32, bf16, fp16 (or
+Precision: all arithmetic in fp32; how tl.dot multiplies is chosen by
+``hymo_mini.ops.precision.dot_precision``: fp32-grade products ("tf32x3") for fp32 inputs
+unless PyTorch's own TF32 switch is on, TF32 for bf16 and fp16 inputs; the interpreter
+multiplies in plain fp32. Inputs may be fp32, bf16, fp16 (or
 fp64, computed in fp32); o and every gradient come back in their input's dtype, the final
 state in fp32.
 """
@@ -89,12 +91,11 @@ from hymo_mini.ops.gla.chunk_states import (
     _state_bwd_kernel,
     _state_scan_kernel,
 )
+from hymo_mini.ops.precision import dot_precision
 
-__all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS",
-           "BLOCKS", "INTERPRET", "DOT_PRECISION"]
+__all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-DOT_PRECISION = "tf32"  # "ieee" for full fp32 products (slower), "tf32x3" in between
 
 # Launch parameters per kernel, chosen by a sweep on an H200 (benchmarks/gdn_chunk_profile.py).
 # "split": the (split x split) block of the state a sequential program owns (its (n, d)
@@ -140,9 +141,14 @@ def _split(S: int, D: int, split: int):
     return BS, BD, triton.cdiv(S, BS), triton.cdiv(D, BD)
 
 
+def _precision(v, b, c) -> str:
+    return dot_precision(torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype)))
+
+
 def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
     B, T, H, D = v.shape
     S = b.shape[-1]
+    precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     BT = _config("block")
     if BT not in BLOCKS or BT > BC:
@@ -156,7 +162,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
     cfg = _config("chunk_delta")
     _chunk_delta_kernel[(NC, B * H)](
         b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
-        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        PRECISION=precision, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     cfg = _config("state_scan")
     BS = min(triton.next_power_of_2(S), cfg["split"])  # no tl.dot: no minimum of 16
     BD = min(triton.next_power_of_2(D), cfg["split"])
@@ -176,7 +182,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
           else hs)
     _output_fwd_kernel[(NC, B * H)](
         v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
-        LOG2_BT=BT.bit_length() - 1, STORE_HB=store_hb, PRECISION=DOT_PRECISION,
+        LOG2_BT=BT.bit_length() - 1, STORE_HB=store_hb, PRECISION=precision,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return o, hb, ht
 
@@ -184,6 +190,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
 def _backward(v, b, c, g, A, h0, hb, do, dht):
     B, T, H, D = v.shape
     S = b.shape[-1]
+    precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     cfg = _config("state_bwd")
     BS, BD, NS, ND = _split(S, D, cfg["split"])
@@ -192,7 +199,7 @@ def _backward(v, b, c, g, A, h0, hb, do, dht):
     _state_bwd_kernel[(B * H * NS * ND,)](
         c, g, A, do, dht, dhs, dh0, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
         USE_DHT=dht is not None, STORE_DH0=h0 is not None, NUM_STAGES=cfg["num_stages"],
-        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"])
+        PRECISION=precision, num_warps=cfg["num_warps"])
     cfg = _config("chunk_bwd")
     BS, BD = _blocks(S, D)
     dv, db, dc, dg = (torch.empty_like(t) for t in (v, b, c, g))
@@ -200,7 +207,7 @@ def _backward(v, b, c, g, A, h0, hb, do, dht):
     _chunk_bwd_kernel[(NC, B * H)](
         v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
         BT=_config("block"), LOG2_BT=_config("block").bit_length() - 1,
-        PRECISION=DOT_PRECISION, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        PRECISION=precision, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     dA = dA.view(B, H, NC, S).sum(dim=(0, 2))  # (H, S)
     return dv, db, dc, dg, dA, dh0
 
@@ -245,5 +252,4 @@ def chunk_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=False
             "gated_linear_attention(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         return empty_sequence(v, b, initial_state, output_final_state)
-    return ChunkGLAFunction.apply(v, b, c, g, A, initial_state,
-                                             bool(output_final_state))
+    return ChunkGLAFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state))

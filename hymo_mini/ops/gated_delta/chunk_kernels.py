@@ -1,0 +1,244 @@
+"""The in-chunk kernels of the chunked Triton gated delta rule: a program per (chunk,
+batch, head), every chunk at once. ``hymo_mini.ops.gated_delta.chunk_triton`` launches
+them and derives what they compute; the chunk-to-chunk passes are in ``chunk_states``.
+
+The in-chunk pair weights Σ_n x_tn y_sn exp((L_t - L_s) A_n) come from ``_intra`` of the
+gla chunk kernel, which splits the pairs into levels so that every decay factor is in
+[0, 1]; a chunk here is one of its blocks (BT = 16, 32 or 64 steps).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# shared with the gla chunk kernel
+from hymo_mini.ops.gla.chunk_blocks import _gate_sums, _intra, _level
+from hymo_mini.ops.gla.chunk_states import _rows
+
+__all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
+
+# --------------------------------------------------------------------------------------
+# Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g, beta (B, T, H); A (H, S); the fp32
+# buffers w (B, T, H, S) and uv, u, du (B, T, H, D); states (B·H, NC, S, D) fp32.
+# Step t of (i_b, i_h) is row (i_b·T + t)·H + i_h.
+# --------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _unit_lower_inverse(b_M, o_i, BT: tl.constexpr):
+    """(I + M)⁻¹ for a strictly lower-triangular M [BT, BT], by forward substitution, one
+    row at a time: row i of the inverse is e_i - Σ_{j<i} M_ij (row j), rows j < i done."""
+    b_T = tl.where(o_i[:, None] == o_i[None, :], 1.0, 0.0)  # [BT, BT]
+    for i in range(1, BT):
+        b_mi = tl.sum(tl.where(o_i[:, None] == i, b_M, 0.0), axis=0)  # [BT] row i of M
+        b_new = tl.sum(b_mi[:, None] * b_T, axis=0)  # [BT] Σ_j M_ij (row j)
+        b_T = tl.where(o_i[:, None] == i, b_T - b_new[None, :], b_T)
+    return b_T
+
+
+@triton.jit
+def _erasures(b_k, b_beta, b_l, b_A, o_i, BT: tl.constexpr, LOG2_BT: tl.constexpr,
+              PRECISION: tl.constexpr):
+    """The chunk's erasure matrix: Mk_ts = Σ_n k_tn k_sn E_tsn for s < t [BT, BT], M = β Mk,
+    and (I + M)⁻¹ [BT, BT]."""
+    b_KK, _, _ = _intra(b_k, b_k, b_k, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+    b_Mk = tl.where(o_i[:, None] > o_i[None, :], b_KK, 0.0)  # [BT, BT] pairs s < t
+    b_Ti = _unit_lower_inverse(b_beta[:, None] * b_Mk, o_i, BT)  # [BT, BT]
+    return b_Mk, b_Ti
+
+
+@triton.jit
+def _pair_grads(b_x, b_y, b_dW, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
+                PRECISION: tl.constexpr):
+    """Gradients of the pairs s < t of W_ts = Σ_n x_tn y_sn E_tsn, given dW [BT, BT]
+    (zero unless s < t): dx [BT, BS], dy [BT, BS] and their part of dlog [BT, BS].
+
+    Level by level (``_level``): E_ts = X_t X_s split at r, X_t spanning steps (r, t] and
+    X_s steps (s, r]. A pair's term z = x_t dW_ts y_s E_ts reaches dlog_i for every i in
+    (s, t]: through X_t for i in (r, t], through X_s for i in (s, r]. Summed per row
+    (ρ_t = x_t ⊙ dx_t on t rows, κ_s = y_s ⊙ dy_s on s rows), each row's sum goes to the
+    steps its own factor spans: one 0/1 matrix product, and no term is ever subtracted."""
+    b_dx = tl.zeros_like(b_x)
+    b_dy = tl.zeros_like(b_y)
+    b_dlog = tl.zeros_like(b_x)
+    for k in tl.static_range(LOG2_BT):
+        b_gap, m_k = _level(b_l, o_i, k)
+        hi = o_i >> k  # [BT]
+        is_t = (hi & 1) == 1  # [BT]
+        o_r = tl.where(is_t, hi, hi + 1) << k  # [BT] each row's split point r
+        b_X = tl.exp(b_gap[:, None] * b_A[None, :])  # [BT, BS] in [0, 1]
+        b_dWk = tl.where(m_k, b_dW, 0.0)  # [BT, BT]
+        b_dxk = b_X * tl.dot(b_dWk, b_y * b_X, input_precision=PRECISION)  # [BT, BS]
+        b_dyk = b_X * tl.dot(tl.trans(b_dWk), b_x * b_X, input_precision=PRECISION)
+        b_dx += b_dxk
+        b_dy += b_dyk
+        # step i gets row j's sum where j's factor spans i: (r_j, j] or (j, r_j]
+        i, j = o_i[:, None], o_i[None, :]
+        m_span = ((is_t[None, :] & (o_r[None, :] < i) & (i <= j))
+                  | ((~is_t[None, :]) & (j < i) & (i <= o_r[None, :])))  # [BT, BT]
+        b_z = b_x * b_dxk + b_y * b_dyk  # [BT, BS] ρ on t rows, κ on s rows
+        b_dlog += tl.dot(tl.where(m_span, 1.0, 0.0), b_z, input_precision=PRECISION)
+    return b_dx, b_dy, b_dlog
+
+
+@triton.jit
+def _wy_fwd_kernel(v, b, g, A, beta, uv, w, T,
+                   H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                   BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
+                   PRECISION: tl.constexpr):
+    """One chunk's WY quantities: Uv = (I + M)⁻¹ diag(β) V [BT, BD] and
+    W = (I + M)⁻¹ diag(β) K̃ [BT, BS], K̃ = b ⊙ exp(L A)."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    o_t = i_c * BT + o_i
+    m_t = o_t < T  # padding steps: g = 0, β = 0, b = 0 (no decay, no write)
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_l, _ = _gate_sums(b_g, o_i, BT)
+    b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    _, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION)  # [BT, BT]
+    b_Kt = b_k * tl.exp(b_l[:, None] * b_A[None, :]) * b_beta[:, None]  # [BT, BS] β K̃
+    b_w = tl.dot(b_Ti, b_Kt, input_precision=PRECISION)  # [BT, BS]
+    b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD]
+    o_row = row0 + o_t[:, None] * H  # [BT, 1]
+    tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
+    tl.store(uv + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])
+
+
+@triton.jit
+def _output_kernel(b, c, g, A, hs, u, o, T,
+                   H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                   BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
+                   PRECISION: tl.constexpr):
+    """One chunk's outputs O = Q̃ H_0 + P U [BT, BD], Q̃ = c ⊙ exp(L A)."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    o_t = i_c * BT + o_i
+    m_t = o_t < T
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_l, _ = _gate_sums(b_g, o_i, BT)
+    b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    p_h = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
+    b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] H_0
+    b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+    b_Qt = b_q * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
+    b_o = tl.dot(b_Qt, b_h, input_precision=PRECISION)  # [BT, BD]
+    b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
+    p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
+    tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+
+
+@triton.jit
+def _du_local_kernel(b, c, g, A, do, du, T,
+                     H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                     BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
+                     PRECISION: tl.constexpr):
+    """The part of dU that stays in the chunk, Pᵀ dO [BT, BD]; chunk_states adds the rest."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    o_t = i_c * BT + o_i
+    m_t = o_t < T
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_l, _ = _gate_sums(b_g, o_i, BT)
+    b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+    b_du = tl.dot(tl.trans(b_P), b_do, input_precision=PRECISION)  # [BT, BD]
+    tl.store(du + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_du,
+             mask=m_t[:, None] & m_d[None, :])
+
+
+@triton.jit
+def _solve_grads(b_k, b_v, b_u, b_du, b_h, b_G, b_beta, b_l, b_A, o_i, BT: tl.constexpr,
+                 LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
+    """Back through the solve (I + M) U = diag(β) R, R = V - K̃ H_0, given dU [BT, BD]:
+    dv [BT, BD], dM (pairs s < t) [BT, BT], dβ [BT] and dK̃ [BT, BS]."""
+    b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION)
+    b_dX = tl.dot(tl.trans(b_Ti), b_du, input_precision=PRECISION)  # [BT, BD] (I + M)⁻ᵀ dU
+    b_R = b_v - tl.dot(b_k * b_G, b_h, input_precision=PRECISION)  # [BT, BD]
+    b_dM = -tl.dot(b_dX, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
+    b_dM = tl.where(o_i[:, None] > o_i[None, :], b_dM, 0.0)  # pairs s < t
+    b_dbeta = tl.sum(b_dX * b_R, axis=1) + tl.sum(b_dM * b_Mk, axis=1)  # [BT]
+    b_dKt = -b_beta[:, None] * tl.dot(b_dX, tl.trans(b_h), input_precision=PRECISION)
+    return b_beta[:, None] * b_dX, b_dM, b_dbeta, b_dKt
+
+
+@triton.jit
+def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, dA, dbeta, T,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                      BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
+                      PRECISION: tl.constexpr):
+    """Every gradient of one chunk from its start state H_0, the gradient at its end dH_C,
+    U and dU (chunk_triton's docstring derives each line)."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    o_t = i_c * BT + o_i
+    m_t = o_t < T
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_l, b_lend = _gate_sums(b_g, o_i, BT)
+    b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_du = _rows(du, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    o_h = (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
+    m_h = m_s[:, None] & m_d[None, :]
+    b_h = tl.load(hs + o_h, mask=m_h, other=0.0)  # [BS, BD] H_0
+    b_dh = tl.load(dhs + o_h, mask=m_h, other=0.0)  # [BS, BD] dH_C
+    b_G = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] Γ: chunk start -> t
+    b_Ge = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> chunk end
+    b_dv, b_dM, b_dbeta, b_dKt = _solve_grads(b_k, b_v, b_u, b_du, b_h, b_G, b_beta, b_l,
+                                              b_A, o_i, BT, LOG2_BT, PRECISION)
+    # through O = Q̃ H_0 + P U and H_C = Γ_C ⊙ H_0 + K̂ᵀ U
+    b_dQt = tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
+    b_dKh = tl.dot(b_u, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+    b_dP = tl.dot(b_do, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
+    b_dPd = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_dP, 0.0), axis=1)  # [BT]
+    b_dP = tl.where(o_i[:, None] > o_i[None, :], b_dP, 0.0)  # pairs s < t
+    # the pairs s < t of P (c against b) and of Mk (b against b), level by level
+    b_dqP, b_dkP, b_dlog = _pair_grads(b_q, b_k, b_dP, b_l, b_A, o_i, LOG2_BT, PRECISION)
+    b_dkMr, b_dkMc, b_dlogM = _pair_grads(b_k, b_k, b_beta[:, None] * b_dM, b_l, b_A, o_i,
+                                          LOG2_BT, PRECISION)  # row side, column side
+    b_dq = b_G * b_dQt + b_dqP + b_dPd[:, None] * b_k  # [BT, BS]
+    b_dk = b_G * b_dKt + b_Ge * b_dKh + b_dkP + b_dPd[:, None] * b_q + b_dkMr + b_dkMc
+    # dlog_t: every decay factor that spans step t, each term carrying its own factor
+    b_y = b_k * b_Ge * b_dKh  # [BT, BS] the writes carried to the chunk end
+    b_dlog += b_dlogM + tl.cumsum(b_y, axis=0) - b_y  # exclusive prefix sum
+    b_dlog += tl.cumsum(b_q * b_G * b_dQt + b_k * b_G * b_dKt, axis=0, reverse=True)
+    b_dlog += (tl.exp(b_lend * b_A) * tl.sum(b_h * b_dh, axis=1))[None, :]
+    b_dlog = tl.where(m_t[:, None], b_dlog, 0.0)
+    o_row = row0 + o_t[:, None] * H  # [BT, 1]
+    m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
+    tl.store(dv + o_row * D + o_d[None, :], b_dv.to(dv.dtype.element_ty), mask=m_tD)
+    tl.store(dc + o_row * S + o_s[None, :], b_dq.to(dc.dtype.element_ty), mask=m_tS)
+    tl.store(db + o_row * S + o_s[None, :], b_dk.to(db.dtype.element_ty), mask=m_tS)
+    tl.store(dbeta + row0 + o_t * H, b_dbeta.to(dbeta.dtype.element_ty), mask=m_t)
+    tl.store(dg + row0 + o_t * H,
+             tl.sum(b_dlog * b_A[None, :], axis=1).to(dg.dtype.element_ty), mask=m_t)
+    tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s,
+             tl.sum(b_dlog * b_g[:, None], axis=0), mask=m_s)

@@ -1,0 +1,104 @@
+"""The chunk-to-chunk passes of the chunked Triton gated delta rule, one sequential program
+per (batch, head, block of value columns):
+
+    forward    U_k = Uv_k - W_k H_k,               H_{k+1} = Γ_C ⊙ H_k + K̂_kᵀ U_k
+    backward   dU_k = Pᵀ dO_k + K̂_k dH_{k+1},      dH_k = Q̃_kᵀ dO_k + Γ_C ⊙ dH_{k+1} - W_kᵀ dU_k
+
+(H_k the state chunk k starts with, dH_{k+1} the gradient at its end). Every operation
+acts on the state from the key side, so its D columns evolve independently and a program
+may own a (S, BD) slice. ``hymo_mini.ops.gated_delta.chunk_triton`` launches these and
+derives them; the in-chunk kernels are in ``chunk_kernels``.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from hymo_mini.ops.gla.chunk_blocks import _gate_sums
+from hymo_mini.ops.gla.chunk_states import _rows
+
+__all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
+
+
+@triton.jit
+def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                      BD: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
+                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PRECISION: tl.constexpr):
+    """Columns [i_d·BD, (i_d+1)·BD) of one (b, h): the state each chunk starts with (hs),
+    the pseudo-values U (u) and the final state (ht), chunk by chunk."""
+    i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
+    o_h = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_h = tl.zeros([BS, BD], dtype=tl.float32)
+    if USE_H0:
+        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    for i_c in range(0, NC):
+        tl.store(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_h, b_h, mask=m_h)
+        o_t = i_c * BT + o_i
+        m_t = o_t < T
+        b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_u = _rows(uv, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD] Uv
+        b_u -= tl.dot(b_w, b_h, input_precision=PRECISION)  # [BT, BD] U
+        tl.store(u + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_u,
+                 mask=m_t[:, None] & m_d[None, :])
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_kh = b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] K̂
+        b_h = b_h * tl.exp(b_lend * b_A)[:, None]
+        b_h += tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)  # [BS, BD]
+    if STORE_HT:
+        tl.store(ht + i_bh.to(tl.int64) * S * D + o_h, b_h, mask=m_h)
+
+
+@triton.jit
+def _state_bwd_kernel(b, c, g, A, w, do, du, dht, dhs, dh0, T,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                      BD: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
+                      USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
+                      PRECISION: tl.constexpr):
+    """Columns [i_d·BD, (i_d+1)·BD) of one (b, h), right to left: the gradient at each
+    chunk's end (dhs), dU in place of its in-chunk part Pᵀ dO (du), d initial_state."""
+    i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
+    o_h = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_dh = tl.zeros([BS, BD], dtype=tl.float32)
+    if USE_DHT:
+        b_dh += tl.load(dht + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    for k in range(0, NC):
+        i_c = NC - 1 - k
+        tl.store(dhs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_h, b_dh, mask=m_h)
+        o_t = i_c * BT + o_i
+        m_t = o_t < T
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_kh = b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] K̂
+        p_du = du + (row0 + o_t[:, None] * H) * D + o_d[None, :]  # [BT, BD]
+        m_tD = m_t[:, None] & m_d[None, :]
+        b_du = tl.load(p_du, mask=m_tD, other=0.0)  # [BT, BD] Pᵀ dO
+        b_du += tl.dot(b_kh, b_dh, input_precision=PRECISION)  # [BT, BD] dU
+        tl.store(p_du, b_du, mask=m_tD)
+        b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_qt = b_q * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] Q̃
+        b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_dh = b_dh * tl.exp(b_lend * b_A)[:, None]
+        b_dh += tl.dot(tl.trans(b_qt), b_do, input_precision=PRECISION)  # [BS, BD]
+        b_dh -= tl.dot(tl.trans(b_w), b_du, input_precision=PRECISION)
+    if STORE_DH0:
+        tl.store(dh0 + i_bh.to(tl.int64) * S * D + o_h, b_dh, mask=m_h)

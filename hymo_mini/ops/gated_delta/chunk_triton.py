@@ -1,0 +1,203 @@
+"""The chunked Triton kernels for the gated delta rule, forward and backward.
+
+    H'_t = exp(g_t A) ⊙ H_{t-1},   H_t = H'_t + β_t b_t ⊗ (v_t - H'_tᵀ b_t),   o_t = H_tᵀ c_t
+
+``hymo_mini.ops.gated_delta.chunk`` derives the chunked form; per chunk of BT steps, with
+L the gate summed from the chunk start, Γ = exp(L A), E_ts = exp((L_t - L_s) A), H_0 the
+state the chunk starts with and H_C the one it ends with:
+
+    M_ts = β_t Mk_ts,  Mk_ts = Σ_n b_tn b_sn E_tsn (s < t)      P_ts = Σ_n c_tn b_sn E_tsn (s ≤ t)
+    K̃ = b ⊙ Γ,  Q̃ = c ⊙ Γ,  K̂ = b ⊙ exp((L_C - L) A)         (BT, S)
+    Uv = (I + M)⁻¹ diag(β) V,  W = (I + M)⁻¹ diag(β) K̃,  U = Uv - W H_0
+    O = Q̃ H_0 + P U,   H_C = Γ_C ⊙ H_0 + K̂ᵀ U
+
+Forward, three launches: every chunk's Uv, W at once (``_wy_fwd_kernel``: the pairs of
+Mk by the gla kernel's levels, so every decay factor is in [0, 1]; (I + M)⁻¹ by forward
+substitution, row by row, in fp32); a sequential pass per (batch, head, value columns)
+that stores each H_0 and U (``chunk_states._state_fwd_kernel``); every chunk's O at once
+(``_output_kernel``).
+
+**The backward, derived.** Given dO (BT, D) and dH_C (S, D), the gradient at the chunk's
+end, and writing R = V - K̃ H_0 (so that (I + M) U = diag(β) R):
+
+    dU   = Pᵀ dO + K̂ dH_C                                                     (BT, D)
+    dH_0 = Q̃ᵀ dO + Γ_C ⊙ dH_C - Wᵀ dU        the gradient at the previous chunk's end
+    dX   = (I + M)⁻ᵀ dU                       through the solve                 (BT, D)
+    dM   = -dX Uᵀ (s < t only),   dMk = diag(β) dM                            (BT, BT)
+    dv   = diag(β) dX,   dK̃ = -diag(β) dX H_0ᵀ,   dβ_t = dX_t · R_t + Σ_s dM_ts Mk_ts
+    dQ̃   = dO H_0ᵀ,  dK̂ = U dH_Cᵀ,  dP = dO Uᵀ (s ≤ t)                      (BT, S), (BT, BT)
+    dc_t = Γ_t ⊙ dQ̃_t + Σ_{s≤t} dP_ts b_s ⊙ E_ts
+    db_s = Γ_s ⊙ dK̃_s + e_s ⊙ dK̂_s + Σ_{t≥s} dP_ts c_t ⊙ E_ts
+           + Σ_{t>s} dMk_ts b_t ⊙ E_ts + Σ_{u<s} dMk_su b_u ⊙ E_su
+
+(e_s = exp((L_C - L_s) A)). The first two lines are the chunk-to-chunk pass, right to
+left (``chunk_states._state_bwd_kernel``, after ``_du_local_kernel`` has put Pᵀ dO in
+place); the rest is one program per chunk (``_chunk_bwd_kernel``), which recomputes Mk
+and (I + M)⁻¹ from the chunk's inputs and reads H_0, dH_C, U and dU from memory.
+
+The gate: dlog_i (S,), the gradient of the log-decay g_i A, collects every decay factor
+that spans step i: Γ_t for t ≥ i, e_s for s < i, E_ts for s < i ≤ t and Γ_C:
+
+    dlog_i = Σ_{t≥i} (Q̃_t ⊙ dQ̃_t + K̃_t ⊙ dK̃_t) + Σ_{s<i} K̂_s ⊙ dK̂_s
+             + Σ_{s<i≤t} z_ts + Γ_C ⊙ rowsum(H_0 ⊙ dH_C)
+
+with z_ts = x_t ⊙ y_s ⊙ E_ts w_ts the pair terms (for P: x = c, y = b, w = dP; for Mk:
+x = y = b, w = dMk). On the level of a pair (``_level``) E_ts = X_t X_s, split at r, with
+X_t spanning steps (r, t] and X_s steps (s, r]; so the row sums of a level (the pair
+parts of x_t ⊙ dx_t and of y_s ⊙ dy_s) go to the steps their own factor spans, one 0/1
+matrix product per level (``_pair_grads``). Then dg_i = Σ_n A_n dlog_in and
+dA = Σ_i g_i dlog_i. No term is ever subtracted from another. (The shorter prefix form
+of the pair part, Σ_{s<i} κ_s - Σ_{t<i} ρ_t with κ, ρ the column and row sums, which the
+gla chunk kernel uses, cancels the pairs inside (0, i); at chunks of 64 steps and strong
+decay it was visibly less accurate in dA, under the interpreter in fp32.)
+
+Memory: the forward keeps W (B·T·H·S fp32), U (B·T·H·D fp32, written over Uv) and the
+chunk-start states (B·H·⌈T/BT⌉·S·D fp32); the backward adds dU and the chunk-end
+gradients. Padding steps of a ragged tail are masked loads (g = β = 0, b = c = 0).
+
+Precision (``hymo_mini.ops.precision.dot_precision``): fp32 inputs get "tf32x3" products
+(fp32-grade), plain TF32 only when PyTorch's own fp32 matmuls may use it; bf16 and fp16
+inputs use TF32. Everything accumulates in fp32; fp64 inputs are computed in fp32. o and
+the gradients come back in their inputs' dtypes, the final state in fp32 (fp64 for fp64
+inputs). The launch settings below were not tuned on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+
+from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.gated_delta.chunk_kernels import (
+    _chunk_bwd_kernel,
+    _du_local_kernel,
+    _output_kernel,
+    _wy_fwd_kernel,
+)
+from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd_kernel
+from hymo_mini.ops.precision import dot_precision
+
+__all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CHUNKS",
+           "INTERPRET"]
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+CHUNKS = (16, 32, 64)  # BT: a power of two, and at least 16 for tl.dot
+# "split": value columns per sequential program of the chunk-to-chunk passes. "chunk" 32:
+# compiled for sm_90, the backward kernel needs 24 KB of shared memory at 32 steps and
+# 147 KB at 64 (16 steps make the sequential passes twice as long). Not timed.
+CONFIGS = {"chunk": 32, "in_chunk": dict(num_warps=4, num_stages=1),
+           "states": dict(split=32, num_warps=2, num_stages=1)}
+# the interpreter runs programs one after another: short chunks, fewest programs
+INTERPRET_CONFIGS = {"chunk": 16, "in_chunk": dict(num_warps=1, num_stages=1),
+                     "states": dict(split=1 << 30, num_warps=1, num_stages=1)}
+
+
+def _config(name: str):
+    return (INTERPRET_CONFIGS if INTERPRET else CONFIGS)[name]
+
+
+def _sizes(v, b):
+    """Shapes and launch sizes shared by the forward and the backward."""
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    BT = _config("chunk")
+    if BT not in CHUNKS:
+        raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
+    BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
+    BDs = min(BD, max(16, _config("states")["split"]))  # columns per sequential program
+    sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
+    return B, T, H, S, D, triton.cdiv(T, BT), BD, BDs, triton.cdiv(D, BDs), sizes
+
+
+def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
+    B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b)
+    in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1,
+                    PRECISION=precision, **_config("in_chunk"))
+    states = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, num_warps=_config(
+        "states")["num_warps"], num_stages=_config("states")["num_stages"])
+    u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
+    w = v.new_empty(B, T, H, S, dtype=torch.float32)
+    _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, T, **in_chunk)
+    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
+    ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
+    _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, T, USE_H0=h0 is not None,
+                                     STORE_HT=output_final_state, **states)
+    o = torch.empty_like(v)
+    _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk)
+    return o, ht, hs, u, w
+
+
+def _backward(v, b, c, g, A, beta, hs, u, w, do, dht, with_h0, precision):
+    B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b)
+    in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1,
+                    PRECISION=precision, **_config("in_chunk"))
+    states = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, num_warps=_config(
+        "states")["num_warps"], num_stages=_config("states")["num_stages"])
+    du = v.new_empty(B, T, H, D, dtype=torch.float32)  # Pᵀ dO, then dU in place
+    _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, T, **in_chunk)
+    dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients
+    dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if with_h0 else None
+    _state_bwd_kernel[(B * H * ND,)](b, c, g, A, w, do, du, dht, dhs, dh0, T,
+                                     USE_DHT=dht is not None, STORE_DH0=with_h0, **states)
+    dv, db, dc, dg, dbeta = (torch.empty_like(t) for t in (v, b, c, g, beta))
+    dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
+    _chunk_bwd_kernel[(NC, B * H)](v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg,
+                                   dA, dbeta, T, **in_chunk)
+    return dv, db, dc, dg, dA.view(B, H, NC, S).sum(dim=(0, 2)), dbeta, dh0
+
+
+class ChunkGatedDeltaFunction(torch.autograd.Function):
+    """(v, b, c, g, A, beta, initial_state, output_final_state) -> (o, final_state or None)."""
+
+    @staticmethod
+    def forward(ctx, v, b, c, g, A, beta, initial_state, output_final_state):
+        v, b, c, g, A, beta = (t.contiguous() for t in (v, b, c, g, A, beta))
+        h0 = initial_state.contiguous().float() if initial_state is not None else None
+        # fp32-grade products if any of the multiplied inputs carries fp32 or more
+        precision = dot_precision(torch.promote_types(torch.promote_types(v.dtype, b.dtype),
+                                                      c.dtype))
+        o, ht, hs, u, w = _forward(v, b, c, g, A, beta, h0, output_final_state, precision)
+        ctx.save_for_backward(v, b, c, g, A, beta, hs, u, w)
+        ctx.precision = precision
+        ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
+        if ht is not None and v.dtype == torch.float64:
+            ht = ht.double()
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        v, b, c, g, A, beta, hs, u, w = ctx.saved_tensors
+        do = torch.zeros_like(v) if do is None else do.contiguous()
+        dht = dht.contiguous().float() if dht is not None else None
+        dv, db, dc, dg, dA, dbeta, dh0 = _backward(v, b, c, g, A, beta, hs, u, w, do, dht,
+                                                   ctx.h0_dtype is not None, ctx.precision)
+        if dh0 is not None:
+            dh0 = dh0.to(ctx.h0_dtype)
+        return dv, db, dc, dg, dA.to(A.dtype), dbeta, dh0, None
+
+
+def chunk_gated_delta_triton(v, b, c, g, A, beta, initial_state=None, output_final_state=False,
+                             *, check_values: bool = True):
+    """The gated delta rule by the chunked Triton kernels; same contract as
+    ``chunk_gated_delta_torch`` (which derives the form).
+
+    v (B, T, H, D); b, c (B, T, H, S), unit vectors (the caller normalises them); g, beta
+    (B, T, H); A (H, S) negative; initial_state (B, H, S, D) or None. Returns
+    ``(o, final_state or None)``: o in v's dtype, the state fp32 (fp64 for fp64 inputs).
+    Differentiable in v, b, c, g, A, beta and initial_state.
+    """
+    check_inputs(v, b, c, g, A, initial_state, beta, check_values=check_values)
+    if v.device.type != "cuda" and not INTERPRET:
+        raise RuntimeError(
+            "the chunked Triton gated delta kernel needs a CUDA GPU, or the Triton "
+            "interpreter on CPU: set TRITON_INTERPRET=1 before hymo_mini.ops.gated_delta."
+            "chunk_triton is imported, or use chunk_gated_delta_torch.")
+    if v.shape[1] == 0:
+        o, state = empty_sequence(v, b, initial_state, output_final_state)
+        if state is not None and v.dtype == torch.float64:
+            state = state.double()
+        return o, state
+    return ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, initial_state,
+                                         bool(output_final_state))

@@ -1,0 +1,25 @@
+"""Training: :func:`train`, its checkpoints, and ``hymo-mini train``.
+
+    loop.py        the optimizer step, logging, evaluation (``train``, ``evaluate``)
+    checkpoint.py  atomic, config-checked checkpoints
+    __main__.py    ``python -m hymo_mini.train`` (the same as ``hymo-mini train``)
+
+Choices the document leaves open (its optimizer and scheduler sections are empty), made
+here and shown in the book:
+
+* **Optimizer groups** come from :func:`hymo_mini.optim.build_optimizer`: with
+  ``optimizer.name = "adamw"`` AdamW decays matrices and not norm scales, biases, q/k
+  scales, the GDN decay parameters (``A_log``, ``dt_bias``, ``D``) or the MoE router;
+  ``"muon"`` puts the MLA and GDN matrices on Muon.
+* **WSD** (:mod:`hymo_mini.optim.schedule`): linear warmup, a flat stretch, linear decay.
+* **Resumable.** Batch ``step`` is a pure function of ``(run.seed, step)`` and the
+  checkpoint holds the model (with the MoE balancing buffers), the optimizer moments, the
+  step and the loss history, so a resumed run continues the same loss curve.
+"""
+
+from hymo_mini.optim.schedule import wsd_multiplier
+from hymo_mini.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from hymo_mini.train.loop import TrainResult, evaluate, train
+
+__all__ = ["CheckpointError", "TrainResult", "wsd_multiplier", "save_checkpoint",
+           "load_checkpoint", "evaluate", "train"]

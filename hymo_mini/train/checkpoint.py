@@ -1,0 +1,80 @@
+"""Checkpoints: written atomically, read back only for the config that wrote them.
+
+A checkpoint holds the model (with the MoE balancing buffers), the optimizer moments, the
+step and the loss history. It is written to a temporary file in the same folder, then
+renamed over the old one, so an interrupted save never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from hymo_mini.config import HyMoConfig, config_from_dict, config_to_dict
+
+__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "save_checkpoint", "load_checkpoint"]
+
+CHECKPOINT_FORMAT = "hymo_mini-checkpoint-1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be used: not a checkpoint, or written for another config."""
+
+
+def _config_differences(saved: dict, current: dict) -> list[str]:
+    diffs = []
+    for section in sorted(set(saved) | set(current)):
+        a, b = saved.get(section, {}), current.get(section, {})
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                diffs.append(f"{section}.{key}: checkpoint {a.get(key)!r}, now {b.get(key)!r}")
+    return diffs
+
+
+def save_checkpoint(path, model, optimizer, step: int, history: dict,
+                    config: HyMoConfig) -> Path:
+    """Write a checkpoint atomically (temporary file + rename) and return its path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "config": config_to_dict(config),
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "history": history,
+    }
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)  # atomic on POSIX and Windows: old file or new, never half
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def load_checkpoint(path, config: HyMoConfig | None = None) -> dict:
+    """Read a checkpoint; with ``config``, raise :class:`CheckpointError` unless it was
+    written for exactly that config. The returned dict has a ``config`` HyMoConfig."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {str(path)!r}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same message
+        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint: {err}") from err
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{str(path)!r} is not a hymo_mini checkpoint "
+                              f"(expected format {CHECKPOINT_FORMAT!r})")
+    if config is not None:
+        diffs = _config_differences(payload["config"], config_to_dict(config))
+        if diffs:
+            raise CheckpointError(
+                f"{str(path)!r} was written for another config; differences:\n  "
+                + "\n  ".join(diffs)
+                + "\nresume with the checkpoint's config, or start a new run elsewhere")
+    payload["config"] = config_from_dict(payload["config"])
+    return payload

@@ -1,0 +1,159 @@
+"""The chunked Triton gated delta kernels (hymo_mini.ops.gated_delta.chunk_triton) against
+the plain loop naive_gated_delta in fp64.
+
+Forward output, final state and every gradient (v, b, c, g, A, beta, initial_state), by
+relative RMS error, on T in {1, 5, 37, 64}, S = D in {16, 24, 32} and S != D, decays
+scaled by 0.01, 1 and 10, β near 0 and near 1, with and without initial and final state.
+On CPU the kernels run under the Triton interpreter (plain fp32 products); on a GPU the
+same file runs unchanged, fp32 with "tf32x3" products (fp32-grade, so the tolerance
+stays tight) and bf16 with TF32.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from delta_oracle import DEVICE, compare_to_naive, make_leaves
+from gdn_oracle import rel_err
+
+import hymo_mini.ops.gated_delta.chunk_triton as gdt
+from hymo_mini.ops import naive_gated_delta
+from hymo_mini.ops.gated_delta.chunk_triton import chunk_gated_delta_triton
+from hymo_mini.ops.precision import dot_precision
+
+FP32_TOL = 1e-4 if DEVICE == "cuda" else 2e-5
+LOW_TOL = 2e-2  # bf16 inputs and outputs
+ACTIVE = "INTERPRET_CONFIGS" if gdt.INTERPRET else "CONFIGS"  # the launch settings in use
+
+
+def kernel(v, b, c, g, A, beta, h0, output_final_state):
+    return chunk_gated_delta_triton(v, b, c, g, A, beta, h0, output_final_state)
+
+
+def check(B, T, H, S, D, dtype=torch.float32, **kw):
+    tol = LOW_TOL if dtype in (torch.bfloat16, torch.float16) else FP32_TOL
+    return compare_to_naive(kernel, B, T, H, S, D, dtype, tol, gate_tol=5 * tol, **kw)
+
+
+CASES = {
+    # name: (B, T, H, S, D, keyword arguments)
+    "T1_S16_no_state": (2, 1, 2, 16, 16, dict(with_h0=False)),
+    "T5_S24_strong": (1, 5, 2, 24, 24, dict(decay_scale=10.0)),
+    "T37_S32_weak_no_final": (1, 37, 2, 32, 32, dict(decay_scale=0.01,
+                                                     output_final_state=False)),
+    "T64_S24_strong_beta1_no_h0": (1, 64, 2, 24, 24, dict(decay_scale=10.0, beta="near1",
+                                                          with_h0=False)),
+    "T37_S12_D20_beta0": (1, 37, 2, 12, 20, dict(beta="near0")),
+    "T64_S16_weak_beta1": (2, 64, 1, 16, 16, dict(decay_scale=0.01, beta="near1")),
+    "T37_S24_no_h0_no_final": (1, 37, 2, 24, 24, dict(with_h0=False,
+                                                      output_final_state=False)),
+}
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("case", list(CASES))
+def test_kernel_matches_loop(case):
+    B, T, H, S, D, kw = CASES[case]
+    check(B, T, H, S, D, **kw)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("chunk", [32, 64])
+def test_longer_chunks(monkeypatch, chunk):
+    """Chunks of 32 and 64 steps (the GPU's), a ragged last chunk, and the chunk-to-chunk
+    passes split into 16 value columns per program (D = 20: a masked second block)."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(
+        getattr(gdt, ACTIVE), chunk=chunk, states=dict(split=16, num_warps=1, num_stages=1)))
+    check(1, 70, 1, 32, 20, decay_scale=10.0)
+
+
+@pytest.mark.triton
+def test_bf16():
+    check(1, 37, 2, 24, 24, torch.bfloat16)
+
+
+@pytest.mark.triton
+def test_fp64_inputs():
+    """fp64 in, fp64 out (o, state, gradients), computed in fp32."""
+    check(1, 21, 2, 16, 16, torch.float64, decay_scale=10.0)
+
+
+@pytest.mark.triton
+def test_only_final_state_used():
+    """A loss on the final state alone: autograd hands the backward do = None, and c, which
+    only reads, gets a zero gradient."""
+    leaves = make_leaves(1, 20, 2, 16, 16, torch.float32)
+    _, final = chunk_gated_delta_triton(*leaves, output_final_state=True)
+    final.sum().backward()
+    ref = [t.detach().double().requires_grad_() for t in leaves]
+    naive_gated_delta(*ref)[1].sum().backward()
+    for name, t, r in zip("v b g A beta h0".split(), leaves[:2] + leaves[3:],
+                          ref[:2] + ref[3:], strict=True):
+        assert rel_err(t.grad, r.grad) < 5 * FP32_TOL, name
+    assert torch.equal(leaves[2].grad, torch.zeros_like(leaves[2]))
+
+
+@pytest.mark.triton
+def test_non_contiguous_inputs():
+    v, b, c, g, A, beta, h0 = (t.detach() for t in make_leaves(2, 24, 3, 16, 16,
+                                                               torch.float32))
+    b_t = b.transpose(1, 2).contiguous().transpose(1, 2)  # same values, other strides
+    assert not b_t.is_contiguous()
+    o, final = chunk_gated_delta_triton(v, b_t, c, g, A, beta, h0, output_final_state=True)
+    o_ref, final_ref = naive_gated_delta(v, b, c, g, A, beta, h0)
+    assert rel_err(o, o_ref) < FP32_TOL and rel_err(final, final_ref) < FP32_TOL
+
+
+@pytest.mark.triton
+def test_comparison_can_fail():
+    """The checks are not vacuous: one step's β changed by 20% is far above the tolerance
+    (on CPU, where the tolerance is tighter, 1% is too)."""
+    v, b, c, g, A, beta, h0 = (t.detach() for t in make_leaves(1, 20, 2, 16, 16,
+                                                               torch.float32))
+    o_ref, _ = naive_gated_delta(v, b, c, g, A, beta, h0)
+    for change in (0.8, 1.01) if DEVICE == "cpu" else (0.8,):
+        beta_wrong = beta.clone()
+        beta_wrong[0, 3, 1] *= change
+        o_wrong, _ = chunk_gated_delta_triton(v, b, c, g, A, beta_wrong, h0)
+        assert rel_err(o_wrong, o_ref) > 10 * FP32_TOL, change
+
+
+def test_needs_gpu_or_interpreter(monkeypatch):
+    monkeypatch.setattr(gdt, "INTERPRET", False)
+    leaves = [t.detach().cpu() for t in make_leaves(1, 4, 1, 3, 3, torch.float32)]
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+        chunk_gated_delta_triton(*leaves)
+
+
+def test_bad_chunk_setting(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), chunk=48))
+    with pytest.raises(ValueError, match="chunk"):
+        chunk_gated_delta_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3,
+                                                                   torch.float32)))
+
+
+def test_bad_beta():
+    v, b, c, g, A, beta, h0 = (t.detach() for t in make_leaves(1, 4, 1, 3, 3, torch.float32))
+    with pytest.raises(ValueError, match="beta must have rank 3"):
+        chunk_gated_delta_triton(v, b, c, g, A, beta[..., 0], h0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_empty_sequence(dtype):
+    v, b, c, g, A, beta, h0 = (t.detach() for t in make_leaves(2, 0, 2, 3, 4, dtype))
+    o, final = chunk_gated_delta_triton(v, b, c, g, A, beta, h0, output_final_state=True)
+    assert o.shape == (2, 0, 2, 4) and final.dtype == dtype and torch.equal(final, h0)
+
+
+def test_dot_precision_follows_pytorch(monkeypatch):
+    """fp32: three-pass TF32 (fp32-grade) unless PyTorch's fp32 matmuls may use TF32;
+    bf16 and fp16 always TF32."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "highest")
+    assert dot_precision(torch.float32) == "tf32x3" == dot_precision(torch.float64)
+    assert dot_precision(torch.bfloat16) == "tf32" == dot_precision(torch.float16)
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "high")
+    assert dot_precision(torch.float32) == "tf32"
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "highest")
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    assert dot_precision(torch.float32) == "tf32"

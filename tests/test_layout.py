@@ -1,0 +1,101 @@
+"""The library's shape: its imports form no circle (imports inside functions included), it
+loads nothing by name at run time, it imports nothing of the book, and it reads no file
+outside itself. Checked on the source, with ``ast``, without importing anything."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hymo_mini"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(path: Path) -> set[str]:
+    """The modules a file imports, anywhere in it; ``from pkg import name`` counts as an
+    import of ``pkg.name`` when that is a module of the package, else of ``pkg``."""
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from .x import y
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in MODULES else base)
+    return found
+
+
+GRAPH = {name: {m for m in imported(path) if m in MODULES and m != name}
+         for name, path in MODULES.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a list of modules, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_checker_finds_a_circle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_circle():
+    assert len(GRAPH) > 30 and GRAPH["hymo_mini.model"]  # the walk found the package
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, " -> ".join(cycle)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_loading_by_name_and_nothing_of_the_book(name):
+    modules = imported(MODULES[name])
+    assert not {m for m in modules if m.split(".")[0] == "importlib"}, name
+    assert not {m for m in modules if m.split(".")[0] in ("book", "hymo_book")}, name
+    source = MODULES[name].read_text()
+    assert "__import__(" not in source, name
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_file_outside_the_package_is_read(name):
+    """A path built from ``__file__`` may not climb above the package folder."""
+    tree = ast.parse(MODULES[name].read_text())
+    depth = len(MODULES[name].relative_to(PACKAGE).parts) - 1  # folders below hymo_mini/
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "parents" and isinstance(node.slice, ast.Constant):
+            assert node.slice.value <= depth, f"{name}: parents[{node.slice.value}]"
+        if isinstance(node, ast.Attribute) and node.attr == "parent" \
+                and isinstance(node.value, ast.Attribute) and node.value.attr == "parent":
+            assert depth >= 1, f"{name}: .parent.parent climbs out of the package"
