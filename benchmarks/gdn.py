@@ -433,6 +433,7 @@ def main(argv=None):
     if args.figure:
         sys.path.insert(0, str(ROOT / "book"))  # the book's helpers draw the results
         from hymo_book.kernel_plots import benchmark_figure
+
         from hymo_mini.figures import save_figure
         save_figure(benchmark_figure(report), Path(args.figure))
         print(f"wrote {args.figure}")

@@ -64,7 +64,6 @@ def test_installed_torch_meets_the_declared_floor():
     lowest torch the package is run on: 2.11 on the GPU machine); environment.yml asks for the
     same, and the torch running these tests satisfies it."""
     import torch
-
     from hymo_book.env import parse_version
 
     lines = [d for d in _pyproject()["project"]["dependencies"] if _normalise(d)[0] == "torch"]

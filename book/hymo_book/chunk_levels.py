@@ -140,14 +140,14 @@ def level_map_figure(block: int = 16, t: int = 13, s: int = 2) -> Figure:
     ticks = range(0, block, 1 if block <= 16 else 2)
     ax.set_xticks(ticks)
     ax.set_yticks(ticks)
-    ax.tick_params(labelsize=7)
+    ax.tick_params(labelsize=8)
     ax.set_xlabel("s: step that wrote (from the block start)")
     ax.set_ylabel("t: step that reads")
     counts = np.bincount(levels[levels >= 0], minlength=n_levels)
     handles = [Patch(color=_LEVEL_COLORS[j], label=f"level {j}: {2**j}x{2**j} squares, "
                      f"{counts[j]} pairs") for j in range(n_levels)]
     handles.append(Patch(color="#bbbbbb", label="s = t: no decay"))
-    ax.legend(handles=handles, fontsize=7, loc="upper right")
+    ax.legend(handles=handles, fontsize=8, loc="upper right")
     ax.set_title(f"The pairs s < t of a {block}-step block by level ({n_levels} levels, "
                  f"{int(counts.sum())} pairs)\n★ (t, s) = ({t}, {s}): level {k}, split at r = {r}: "
                  r"$e^{(l_t - l_s)A} = e^{(l_t - l_r)A} \cdot e^{(l_r - l_s)A}$", fontsize=9)

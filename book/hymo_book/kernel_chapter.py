@@ -237,16 +237,16 @@ def memory_figure(T: int = 4096, chunk: int = 64, n_layers: int = 24, B: int = 4
         values = [mem[key] / 2**30, n_layers * mem[key] / 2**30]
         bars = ax.bar([j + (i - 1) * width for j in range(2)], values, width, label=label,
                       **style.bar())
-        ax.bar_label(bars, labels=[_gib(v) for v in values], fontsize=7, padding=2)
+        ax.bar_label(bars, labels=[_gib(v) for v in values], fontsize=8, padding=2)
     if gpu_gib:
         ax.axhline(gpu_gib, color="k", ls="--", lw=1)
-        ax.text(1.45, gpu_gib * 1.15, f"GPU memory {gpu_gib:g} GiB", ha="right", fontsize=7)
+        ax.text(1.45, gpu_gib * 1.15, f"GPU memory {gpu_gib:g} GiB", ha="right", fontsize=8)
     ax.set_xticks([0, 1])
     ax.set_xticklabels(["one GDN layer", f"{n_layers} GDN layers"])
     ax.set_yscale("log")
     ax.set_ylabel("GiB kept for the backward (log)")
     ax.set_ylim(top=max(n_layers * mem["trajectory"] / 2**30, gpu_gib or 0) * 8)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_title(f"Saved states, fp32: B = {B}, T = {T:,}, H = {H}, S = {S}, D = {D}", fontsize=9)
     return fig
 

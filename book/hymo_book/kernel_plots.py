@@ -31,7 +31,7 @@ def benchmark_figure(report: dict | None = None) -> Figure:
         raise ValueError("the report has no 'shapes' section (a sweep-only run?): nothing to draw")
     groups = list(report["shapes"])
     names = [b for b in BACKENDS if any(b in e["results"] for e in report["shapes"].values())]
-    fig = Figure(figsize=(13, 4.6), layout="constrained")
+    fig = Figure(figsize=(15, 5.2), layout="constrained")
     axes = fig.subplots(1, 3)
     width = 0.8 / max(len(names), 1)
     for ax, (key, title) in zip(axes, _METRICS, strict=True):
@@ -44,10 +44,10 @@ def benchmark_figure(report: dict | None = None) -> Figure:
                 bars = ax.bar([p[0] for p in pts], [p[1] for p in pts], width,
                               label=style.label, **style.bar())
                 if key != "peak_mib":
-                    ax.bar_label(bars, fmt="%.3g", fontsize=6, rotation=90, padding=2)
+                    ax.bar_label(bars, fmt="%.3g", fontsize=8, rotation=90, padding=2)
         ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([g.replace("_H40", "").replace("_", "\n", 1) for g in groups],
-                           fontsize=8)
+        ax.set_xticklabels([g.replace("_H40", "").replace("_", "\n") for g in groups],
+                           fontsize=8)  # B, T and dtype on three lines
         ax.set_title(title, fontsize=10)
         if key != "peak_mib":
             ax.set_yscale("log")

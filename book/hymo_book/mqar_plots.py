@@ -77,7 +77,7 @@ def mqar_figure(result: dict, seq_len: int | None = None, n_pairs: int | None = 
     fig.suptitle(title or f"MQAR after {s['steps']} steps (fewer where the legend says), "
                  f"{s['n_layers']} layers (A = MLA, G = GDN; K = parameters)", fontsize=10)
     if result.get("command"):
-        fig.text(0.01, 0.005, run_caption(result).replace("\n", " —"), fontsize=7,
+        fig.text(0.01, 0.005, run_caption(result).replace("\n", " —"), fontsize=8,
                  color="gray")
     fig.tight_layout(rect=(0, 0.04 if result.get("command") else 0, 1, 1))
     return fig

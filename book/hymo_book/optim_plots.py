@@ -93,7 +93,7 @@ def split_figure(table) -> Figure:
         ax.barh(yi, r[4], color=color, hatch=hatch or None, edgecolor="black", linewidth=0.4)
     ax.set_yticks(y, [f"{r[1]} ({r[3]})" for r in rows], fontsize=8)
     for yi, r in zip(y, rows, strict=True):
-        ax.text(r[4], yi, f" {r[4]:,}", va="center", fontsize=7)
+        ax.text(r[4], yi, f" {r[4]:,}", va="center", fontsize=8)
     ax.set_xscale("log")
     ax.set_xlim(right=4 * max(r[4] for r in rows))  # room for the numbers
     ax.set_xlabel("parameters (log scale); in brackets: tensors")

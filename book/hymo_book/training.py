@@ -1,7 +1,7 @@
-"""Chapter 15's committed training runs (``book/results/train_*.json``) as figures.
+"""Chapter 15's committed training run (``book/results/train_cpu.json``) as a figure.
 
-The plots are the library's (:mod:`hymo_mini.viz.train_plots`); this module feeds them
-the committed run of ``benchmarks/train_throughput.py`` and the trainer's schedule.
+The plot is the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this module
+feeds it the committed run of ``benchmarks/train_throughput.py``.
 """
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from hymo_book.results import load_result
-from hymo_mini.train import wsd_multiplier
-from hymo_mini.viz.train_plots import loss_curve, lr_schedule
+from hymo_mini.viz.train_plots import loss_curve
 
-__all__ = ["train_curve_figure", "wsd_figure", "FIGURES"]
+__all__ = ["train_curve_figure", "FIGURES"]
 
 
 def train_curve_figure(name: str = "train_cpu.json") -> Figure:
@@ -22,9 +21,4 @@ def train_curve_figure(name: str = "train_cpu.json") -> Figure:
                       f"({r['steps']} steps, CPU)")
 
 
-def wsd_figure() -> Figure:
-    """The warmup-stable-decay schedule of :func:`hymo_mini.train.train` at its defaults."""
-    return lr_schedule(multiplier=wsd_multiplier)
-
-
-FIGURES = {"train_loss_curve.png": train_curve_figure, "wsd_schedule.png": wsd_figure}
+FIGURES = {"train_loss_curve.png": train_curve_figure}

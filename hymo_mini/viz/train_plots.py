@@ -1,9 +1,9 @@
 """Plots of a training run: its loss curve and its learning-rate schedule.
 
 :func:`loss_curve` draws a :func:`hymo_mini.train.train` history (``hymo-mini train``
-writes it next to its checkpoints); :func:`lr_schedule` draws a warmup-stable-decay
-schedule from the multiplier function it is given (the trainer's is
-``hymo_mini.train.wsd_multiplier``), so this module does not import the trainer.
+writes it next to its checkpoints); :func:`lr_schedule` draws the warmup-stable-decay
+schedule of :mod:`hymo_mini.optim.schedule`, the one the trainer uses. The trainer
+imports this module, so this module imports the schedule, not the trainer.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from matplotlib.figure import Figure
 
 from hymo_mini.config import SchedulerConfig
+from hymo_mini.optim.schedule import wsd_multiplier
 
 __all__ = ["loss_curve", "lr_schedule", "FIGURES"]
 
@@ -65,13 +66,14 @@ def loss_curve(history: dict, title: str = "training loss", smooth: int = 10,
 
 def lr_schedule(max_steps: int = 300, warmup_frac: float = 0.01, stable_frac: float = 0.79,
                 decay_frac: float = 0.20, min_lr_ratio: float = 0.1, lr: float = 3e-3, *,
-                multiplier: Callable[[int, int, SchedulerConfig], float]) -> Figure:
+                multiplier: Callable[[int, int, SchedulerConfig], float] = wsd_multiplier
+                ) -> Figure:
     """The learning rate ``lr * multiplier(step, max_steps, schedule)`` over the steps, for
-    the warmup-stable-decay schedule with these fractions; pass the trainer's
-    ``hymo_mini.train.wsd_multiplier`` to see what :func:`hymo_mini.train.train` uses."""
+    the warmup-stable-decay schedule with these fractions; the default multiplier is the
+    one :func:`hymo_mini.train.train` uses."""
     if not callable(multiplier):
         raise TypeError(f"multiplier must be a function (step, max_steps, SchedulerConfig) -> "
-                        f"float, e.g. hymo_mini.train.wsd_multiplier; got {multiplier!r}")
+                        f"float, e.g. hymo_mini.optim.schedule.wsd_multiplier; got {multiplier!r}")
     fig = Figure(figsize=(7, 3))
     ax = fig.subplots()
     total = warmup_frac + stable_frac + decay_frac
@@ -91,6 +93,4 @@ def lr_schedule(max_steps: int = 300, warmup_frac: float = 0.01, stable_frac: fl
     return fig
 
 
-# none registered: the WSD figure needs the trainer's multiplier, and hymo_mini.train
-# imports this module (loss_curve), so this module does not import it back
-FIGURES: dict = {}
+FIGURES = {"wsd_schedule.png": lambda: lr_schedule()}

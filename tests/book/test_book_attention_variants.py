@@ -4,7 +4,6 @@ from dataclasses import replace
 
 import pytest
 import torch
-
 from hymo_book.attention_variants import (
     absorb_mla,
     absorbed_attention,
@@ -12,6 +11,7 @@ from hymo_book.attention_variants import (
     decode_flops,
     layer_position_table,
 )
+
 from hymo_mini.config import ModelConfig, load_config
 from hymo_mini.mla import MultiHeadLatentAttention
 

@@ -4,10 +4,10 @@ hymo_book.kernel_chapter) where the one-factor form overflows; the level-map fig
 
 import pytest
 import torch
-from matplotlib.patches import Rectangle
-
 from hymo_book import chunk_levels as lv
 from hymo_book.kernel_chapter import _example, decay_matrix, max_rel_error
+from matplotlib.patches import Rectangle
+
 from hymo_mini.ops import naive_gla
 
 

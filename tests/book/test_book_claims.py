@@ -1,8 +1,8 @@
 """The claims table: verdict rules, the exact claims, and the table's form."""
 
 import pytest
-
 from hymo_book.claims import CLAIMS, Claim, ClaimsTable, check, check_all, verdict
+
 from hymo_mini.params import formula_params
 
 

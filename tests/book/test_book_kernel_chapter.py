@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 from figure_checks import assert_series_distinct
-from matplotlib.patches import Rectangle
-
 from hymo_book import kernel_chapter as kc
 from hymo_book.results import load_result
+from matplotlib.patches import Rectangle
+
 from hymo_mini.ops import naive_gla
 
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the recurrent kernel's committed run

@@ -7,13 +7,12 @@ import json
 
 import pytest
 from figure_checks import assert_integer_ticks, assert_series_distinct
-from matplotlib.figure import Figure
-
 from hymo_book import kernel_plots as kp
 from hymo_book import kernel_results as kr
 from hymo_book import kernel_targets as kt
 from hymo_book import results
 from hymo_book.style import backend_style
+from matplotlib.figure import Figure
 
 CHUNK_RUN = "gdn_h200_2026-11-30.json"  # every backend, the chunk kernel's committed run
 KEY = "B4_T4096_H40_float32"

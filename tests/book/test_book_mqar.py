@@ -6,11 +6,11 @@ import json
 
 import pytest
 from figure_checks import assert_integer_ticks, assert_series_distinct
-from matplotlib.figure import Figure
-
 from hymo_book import mqar_plots, results
 from hymo_book.recall import context_guess_accuracy, state_recall
 from hymo_book.style import MQAR_VARIANTS
+from matplotlib.figure import Figure
+
 from hymo_mini.mqar import VARIANTS
 
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 from figure_checks import assert_series_distinct
+from hymo_book import figures, optim_plots, results, style, training
 from matplotlib.figure import Figure
 
-from hymo_book import figures, optim_plots, results, style, training
 from hymo_mini.optim import optimizer_groups
 
 
@@ -117,10 +117,15 @@ def test_split_figure_hatches_each_group():
     assert len(hatches) == 3  # muon, adamw with and without decay
 
 
-def test_training_figures_read_the_committed_run_and_the_trainers_schedule():
-    assert isinstance(training.wsd_figure(), Figure)
-    ys = training.wsd_figure().axes[0].lines[0].get_ydata()
-    assert max(ys) == pytest.approx(3e-3) and min(ys) == pytest.approx(3e-4)
+def test_training_figure_draws_the_committed_runs_history(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    history = {"step": [1, 2, 3], "loss": [5.0, 4.0, 3.0], "val_step": [3], "val_loss": [3.1]}
+    _write(tmp_path, "train_cpu.json", {"steps": 3, "history": history})
+    fig = training.train_curve_figure()
+    assert isinstance(fig, Figure) and list(fig.axes[0].lines[0].get_ydata()) == [5.0, 4.0, 3.0]
+    _write(tmp_path, "train_old.json", {"steps": 3})
+    with pytest.raises(ValueError, match="'history'"):
+        training.train_curve_figure("train_old.json")
 
 
 # ---- the registry ------------------------------------------------------------------------
@@ -128,14 +133,44 @@ def test_registry_collects_every_result_figure_once():
     found = figures.collect_figures()
     assert {"gdn_benchmark.png", "gdn_benchmark_sweep.png", "optimizers_cpu.png",
             "mqar_recall_cpu.png", "mqar_recall_h200.png", "state_capacity.png",
-            "train_loss_curve.png", "wsd_schedule.png"} == set(found)
+            "train_loss_curve.png"} == set(found)
     with pytest.raises(RuntimeError, match="registered twice"):
         figures.collect_figures(("hymo_book.training", "hymo_book.training"))
 
 
 def test_registry_command_writes_the_figures_asked_for(tmp_path, capsys):
-    assert figures.main(["--out", str(tmp_path), "--only", "wsd_schedule.png"]) == 0
-    assert (tmp_path / "wsd_schedule.png").stat().st_size > 0
+    assert figures.main(["--out", str(tmp_path), "--only", "gdn_benchmark_sweep.png"]) == 0
+    assert (tmp_path / "gdn_benchmark_sweep.png").stat().st_size > 0
     assert figures.main(["--list"]) == 0 and "gdn_benchmark.png" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         figures.main(["--only", "nothing.png"])
+
+
+# ---- legibility: every figure the book's helpers draw keeps its text at 8 pt or more -----
+def _chapter_only_figures():
+    from hymo_book import chunk_levels, kernel_chapter, kernel_plots
+
+    from hymo_mini.config import load_config
+    from hymo_mini.model import build_hymo
+
+    mini = load_config("hymo_mini").model
+    return {"speedup (06)": kernel_plots.speedup_figure,
+            "memory (06)": kernel_chapter.memory_figure,
+            "levels (06)": chunk_levels.level_map_figure,
+            "chunk matrix (06)": kernel_chapter.chunk_matrix_figure,
+            "split (15)": lambda: optim_plots.split_figure(optimizer_groups(build_hymo(mini)))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [*sorted(figures.collect_figures()),
+                                  *sorted(_chapter_only_figures())])
+def test_book_figure_text_is_at_least_the_floor(name):
+    import matplotlib.pyplot as plt
+    from hymo_book.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt
+
+    fig = {**figures.collect_figures(), **_chapter_only_figures()}[name]()
+    try:
+        smallest = smallest_text_pt(fig)
+    finally:
+        plt.close(fig)
+    assert smallest is not None and smallest >= FIGURE_MIN_FONT_PT, (name, smallest)
