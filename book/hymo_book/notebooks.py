@@ -43,7 +43,9 @@ def normalize(nb) -> None:
         cell.metadata.pop("execution", None)
         for output in cell.get("outputs", []):
             data = output.get("data", {})
-            if WIDGET_MIME in data:
+            text = "".join(data.get("text/plain", ""))
+            # interact's fallback only: a progress bar's text (tqdm) says what it shows
+            if WIDGET_MIME in data and text.startswith(("interactive(", WIDGET_TEXT)):
                 data["text/plain"] = WIDGET_TEXT
 
 
