@@ -23,7 +23,7 @@ book use the eager block, the oracle). ``torch.compile`` traces :func:`gdn_block
 ``torch.compiler.disable`` (``hymo_mini.gdn.recurrence``) and stays the Triton kernel's
 custom autograd Function; so each block becomes two graphs with the kernel between them.
 What compile fuses, forward and backward: in the first graph the norm, the SiLU after the
-conv, the two transposes around it, the RoPE of b and c (their fp32 upcast, rotation and
+conv and the layout copies around it, the RoPE of b and c (their fp32 upcast, rotation and
 downcast), the decay gate sigmoid(dt + dt_bias), the output gate's sigmoid and mean, and
 -exp(A_log), each a chain of element-wise passes in eager mode; in the second, the D·v skip,
 the output gate and the residual add, with the casts between bf16 and fp32 that autocast
@@ -31,7 +31,7 @@ puts around every matmul. The matmuls and the depthwise conv stay library calls
 (cuBLAS, cuDNN). Fewer passes also means fewer saved intermediates: the partitioner
 recomputes cheap element-wise results in the backward instead of keeping them. One
 compiled function serves every GDN block (parameters are graph inputs); blocks with and
-without RoPE get one graph each.
+without RoPE get a first graph each and share the second.
 """
 
 from __future__ import annotations
@@ -130,10 +130,11 @@ def gdn_block_forward(block: GDNBlock, x: torch.Tensor) -> torch.Tensor:
 
 def compiled_gdn_forward(backend: str | None = None):
     """``torch.compile(gdn_block_forward)`` for ``backend`` (default ``COMPILE_BACKEND``),
-    made once and shared by every block."""
+    made once and shared by every block. Static shapes: a training run has one (B, T), and
+    each new one compiles once (rather than to kernels for any shape after the second)."""
     backend = backend or COMPILE_BACKEND
     if backend not in _COMPILED:
-        _COMPILED[backend] = torch.compile(gdn_block_forward, backend=backend)
+        _COMPILED[backend] = torch.compile(gdn_block_forward, backend=backend, dynamic=False)
     return _COMPILED[backend]
 
 

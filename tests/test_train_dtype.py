@@ -50,8 +50,5 @@ def test_bf16_trains_the_all_gdn_stack(corpus, optimizer):
     check_bf16_run(cfg, corpus)
 
 
-@pytest.mark.xfail(reason="MoE's index_add gets bf16 expert outputs into an fp32 buffer "
-                          "under autocast; the moe-fast branch fixes it", strict=False,
-                   raises=RuntimeError)
 def test_bf16_trains_the_tiny_hybrid(corpus):
     check_bf16_run(bf16_config(n_layers=2, mla_every=2), corpus)
