@@ -1,9 +1,11 @@
 """One training step of the production HyMo on one GPU: the fast path against the reference
 path and against two peers of the same active size, in one run.
 
-    python3 benchmarks/train_step.py --out $OUT/train_step_h200_<date>.json     (~6-9 min)
-    python3 benchmarks/train_step.py --quick --out $OUT/...                     (~2-3 min)
-    python3 benchmarks/train_step.py --device cpu --smoke                       (code paths)
+    python3 benchmarks/train_step.py --out $OUT/train_step_h200_<date>.json   (all cases)
+    python3 benchmarks/train_step.py --quick --out $OUT/...       (fast, reference, peers)
+    python3 benchmarks/train_step.py --device cpu --smoke         (the code paths, tiny model)
+
+Written to fit one call of at most 10 minutes on one H200 (``--budget-s``, below).
 
 Every case: hymo_750m (or a peer), bf16 autocast over fp32 weights, random tokens, one
 optimizer step per step (forward, backward, grad-norm clip, optimizer, MoE bias update);
@@ -24,8 +26,15 @@ union of kernel intervals over the profiled wall time), and where the kernel tim
     gdn_fast_*, mla_fast_* the all-GDN (mla_every=0) and all-MLA (mla_every=1) stacks
     ..._b4t4096, ..._b1t16384  B=4, T=4,096 and B=1, T=16,384
 
-Needs on the GPU machine (torch 2.11, Triton 3.6, transformers there): fla, as two
-pure-Python wheels (see the report / README of the results file).
+Needs on the GPU machine (torch 2.11, Triton 3.6 and transformers 5.17 are there): fla,
+two pure-Python wheels (einops, their other need, is there too), fetched where pip works
+with this one command (written on two lines here)::
+
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12
+        --implementation cp -d .whl fla-core==0.6.0 flash-linear-attention==0.6.0
+
+and installed there with ``pip install --no-index --no-deps --target DIR .whl/*.whl``
+(DIR on PYTHONPATH). Without them the fla case records the import error and the rest runs.
 """
 
 from __future__ import annotations
