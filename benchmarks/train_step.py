@@ -46,9 +46,11 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import traceback
+from importlib import metadata
 from pathlib import Path
 
 import torch
@@ -194,12 +196,25 @@ def hardware(device) -> dict:
     if device == "cuda":
         info["gpu"] = torch.cuda.get_device_name()
         info["gpu_memory_GiB"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30)
-    for name in ("triton", "transformers", "fla"):
+    for name in ("triton", "transformers", "fla-core", "flash-linear-attention", "einops"):
         try:
-            info[name] = __import__(name).__version__
-        except Exception as err:  # noqa: BLE001 - a missing package is a fact to record
-            info[name] = f"not available ({type(err).__name__})"
+            info[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            info[name] = "not installed"
     return info
+
+
+def git_commit() -> str | None:
+    """HYMO_GIT_COMMIT if the caller sent it (the GPU machine's copy of the tree may carry a
+    stale .git), else git's HEAD."""
+    commit = os.environ.get("HYMO_GIT_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
+                                    capture_output=True).stdout.strip()
+        except OSError:
+            commit = ""
+    return commit if len(commit) == 40 else None
 
 
 def summary(cases: dict) -> dict:
@@ -253,6 +268,7 @@ def main(argv=None) -> int:
     out = Path(args.out or Path(os.environ.get("OUT", ROOT / "book" / "results")) / default)
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {"benchmark": "train_step", "date": date, "command": " ".join(sys.argv),
+              "git_commit": git_commit(),
               "hardware": hardware(args.device), "peak_tflops": PEAK_TFLOPS,
               "settings": {"dtype": "bf16 autocast over fp32 weights", "warmup": args.warmup,
                            "steps": args.steps, "profile_steps": args.profile_steps,
