@@ -152,7 +152,7 @@ class DeepSeekMoE(nn.Module):
                 continue
             y = expert(x[token])  # (m, dim) for the m tokens this expert serves
             w = routing.combine[token, slot].to(y.dtype)  # (m,)
-            out = out.index_add(0, token, y * w[:, None])  # scatter back: (n, dim)
+            out = out.index_add(0, token, (y * w[:, None]).to(out.dtype))  # back: (n, dim)
         for shared in self.shared_experts:
             out = out + shared(x)  # every token
         self._record(routing)

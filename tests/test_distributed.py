@@ -385,3 +385,32 @@ def test_the_activation_term_matches_what_autograd_keeps(dims):
     tokens = torch.randint(0, 256, (2, 97))
     kept = saved_bytes(lambda: model.loss(tokens), exclude=list(model.parameters()))
     assert 0.85 < estimate.activations / kept < 1.15
+
+
+def test_the_bf16_policy_computes_in_bf16_and_keeps_fp32_shards(world_of_one, files):
+    """MixedPrecisionPolicy(bf16 params, fp32 reduction) runs on the CPU with gloo: the
+    blocks compute with bf16 copies, the shards, gradients and moments stay fp32, and the
+    first loss is the fp32 one up to bf16 rounding."""
+    from hymo_mini.model import build_hymo
+    from hymo_mini.optim import build_optimizer
+    from hymo_mini.train.distributed import shard_model, sum_expert_counts
+
+    torch.manual_seed(0)
+    model = shard_model(build_hymo(tiny("adamw")), world_of_one, bf16=True)
+    optimizer = build_optimizer(model, tiny("adamw").optimizer)
+    seen = []
+    model.layers[1].register_forward_pre_hook(
+        lambda module, args: seen.append({p.dtype for p in module.parameters()}))
+    batch = files["corpus"].batch(0, 4, 16)
+    loss = model.loss(batch)[0]
+    loss.backward()
+    sum_expert_counts(model)
+    optimizer.step()
+    assert seen == [{torch.bfloat16}]
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert {p.grad.dtype for p in model.parameters() if p.grad is not None} == {torch.float32}
+    assert {v.dtype for s in optimizer.state.values() for v in s.values()
+            if torch.is_tensor(v) and v.ndim} == {torch.float32}
+    torch.manual_seed(0)
+    fp32 = build_hymo(tiny("adamw")).loss(batch)[0]
+    assert abs(float(loss.detach()) - float(fp32.detach())) < 0.05

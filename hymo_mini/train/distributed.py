@@ -16,10 +16,8 @@ reads its own rows of each global batch. The pieces, in the order a run meets th
   pending counts are summed over ranks before ``update_bias``), so every rank keeps the
   same bias.
 
-``fsdp_loop.py`` is the loop that uses them, ``dcp.py`` the sharded checkpoints and
-``memory.py`` what one GPU holds. ``benchmarks/FSDP_NOTES.md`` says what FSDP2 shards and
-when it gathers.
-"""
+``fsdp_loop.py`` is the loop that uses them; ``benchmarks/FSDP_NOTES.md`` says what FSDP2
+shards and when it gathers."""
 
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ from torch import nn
 
 from hymo_mini.config import ConfigError, HyMoConfig
 
-__all__ = ["DistributedError", "World", "launched", "init_distributed", "close_distributed",
+__all__ = ["DistributedError", "World", "init_distributed", "close_distributed",
            "barrier", "agree", "shard_model", "check_batch", "rank_rows", "mean_over_ranks",
            "sum_expert_counts", "check_replicated"]
 
@@ -60,11 +58,6 @@ class World:
     size: int
     device: torch.device
     monitor: object  # a gloo group for monitored barriers and small objects
-
-
-def launched() -> bool:
-    """Whether a launcher (torchrun) started this process as one rank of several."""
-    return "WORLD_SIZE" in os.environ
 
 
 def _env_int(name: str) -> int:
@@ -95,10 +88,11 @@ def _rendezvous(rank: int, size: int, timeout_s: float) -> dist.Store:
     where = f"{addr}:{port}"
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # torchrun hosts it
     host = rank == 0 and not agent
+    unreachable = DistributedError(f"rank {rank} could not reach the rendezvous at {where} "
+                                   f"within {timeout_s:g} s: rank 0, which hosts it, did not "
+                                   "arrive", every_rank=True)
     if not host and not _reachable(addr, port, timeout_s):
-        raise DistributedError(f"rank {rank} could not reach the rendezvous at {where} within "
-                               f"{timeout_s:g} s: rank 0, which hosts it, did not arrive",
-                               every_rank=True)
+        raise unreachable
     try:
         store = dist.TCPStore(addr, port, is_master=host, wait_for_workers=False,
                               timeout=timedelta(seconds=timeout_s))
@@ -107,9 +101,7 @@ def _rendezvous(rank: int, size: int, timeout_s: float) -> dist.Store:
             raise DistributedError(f"rank 0 could not open the rendezvous at {where}: "
                                    f"{str(err).splitlines()[0]}; choose another MASTER_PORT",
                                    every_rank=True) from None
-        raise DistributedError(f"rank {rank} could not reach the rendezvous at {where} within "
-                               f"{timeout_s:g} s: rank 0, which hosts it, did not arrive",
-                               every_rank=True) from None
+        raise unreachable from None
     run = os.environ.get("TORCHELASTIC_RUN_ID", "") + "/" + os.environ.get(
         "TORCHELASTIC_RESTART_COUNT", "0")
     store = dist.PrefixStore(f"hymo_mini/{run}", store)
@@ -143,7 +135,7 @@ def init_distributed(device_type: str = "cpu", timeout_s: float = 600.0) -> Worl
     if dist.is_initialized():
         raise DistributedError("the process group is already initialised in this process; "
                                "call close_distributed() first")
-    if launched():
+    if "WORLD_SIZE" in os.environ:  # a launcher (torchrun) started this rank
         rank, size = _env_int("RANK"), _env_int("WORLD_SIZE")
         store = _rendezvous(rank, size, timeout_s)
         local = int(os.environ.get("LOCAL_RANK", rank))
