@@ -116,6 +116,23 @@ def run_mode(mode: str, config, corpus, world, device, warmup: int, steps: int,
     return out
 
 
+OOM = "out of memory"
+
+
+def attempt(mode: str, config, corpus, world, device, args) -> dict:
+    """run_mode, or the error it stopped with (out of memory: try a shorter length)."""
+    try:
+        return run_mode(mode, config, corpus, world, device, args.warmup, args.steps,
+                        args.budget_s)
+    except torch.OutOfMemoryError:
+        _free(device)
+        return {"mode": mode, "error": OOM}
+    except Exception as err:  # noqa: BLE001 - recorded; the other modes still run
+        _free(device)
+        first = (str(err).splitlines() or [""])[0]
+        return {"mode": mode, "error": f"{type(err).__name__}: {first}"}
+
+
 def estimate(config, per_token: dict, checkpointing: bool) -> dict:
     """memory_per_gpu on one GPU, in GiB."""
     est = memory_per_gpu(config, 1, config.training.batch_size, config.training.seq_len,
@@ -162,18 +179,13 @@ def main(argv=None) -> int:
             runs = []
             for mode in modes:
                 print(f"{mode}: B{args.batch} x T{seq}", flush=True)
-                try:
-                    runs.append(run_mode(mode, config, corpus, world, device, args.warmup,
-                                         args.steps, args.budget_s))
-                except torch.OutOfMemoryError:
-                    _free(device)
-                    runs.append({"mode": mode, "error": "out of memory"})
+                runs.append(attempt(mode, config, corpus, world, device, args))
                 print(json.dumps(runs[-1]), flush=True)
                 result["attempts"].append({"seq_len": seq, **runs[-1]})
                 out.write_text(json.dumps(result, indent=1) + "\n")
-                if "error" in runs[-1]:
-                    break
-            if all("error" not in r for r in runs) and len(runs) == len(modes):
+                if runs[-1].get("error") == OOM:
+                    break  # every mode again at the next, shorter length
+            if not any(r.get("error") == OOM for r in runs):
                 result["seq_len"], result["runs"] = seq, runs
                 per_token = activation_bytes_per_token(config, device=device, tokens=512)
                 _free(device)  # measured on this GPU, with its kernels
@@ -187,7 +199,7 @@ def main(argv=None) -> int:
         close_distributed()
         out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
-    return 0 if result["runs"] else 1
+    return 0 if any("error" not in r for r in result["runs"]) else 1
 
 
 if __name__ == "__main__":
