@@ -414,3 +414,18 @@ def test_the_bf16_policy_computes_in_bf16_and_keeps_fp32_shards(world_of_one, fi
     torch.manual_seed(0)
     fp32 = build_hymo(tiny("adamw")).loss(batch)[0]
     assert abs(float(loss.detach()) - float(fp32.detach())) < 0.05
+
+
+def test_an_existing_run_needs_resume_and_convert_needs_a_checkpoint(files, on_two, tmp_path,
+                                                                      capsys, monkeypatch):
+    from hymo_mini import cli
+
+    (s0, err0), (s1, err1) = each_rank(capsys, monkeypatch, [
+        "--config", str(files["config"]["muon"]), "--data", str(files["text"]),
+        "--out", str(on_two)])
+    assert s0 == s1 == 2 and not err1
+    assert err0.count("\n") == 1 and "step_00000004' exists: pass --resume" in err0
+    monkeypatch.delenv("RANK")
+    status = cli.main(["convert-checkpoint", str(tmp_path), str(tmp_path / "c.pt")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "no complete DCP checkpoint at" in err
