@@ -1,4 +1,4 @@
-"""The ``hymo-mini`` command line: config, params, figures, train.
+"""The ``hymo-mini`` command line: config, params, figures, train, convert-checkpoint.
 
 Every mistake on the command line is one line on stderr and exit status 2, naming the
 argument, what was expected and the nearest valid choice; ``--help`` is plain text with
@@ -21,7 +21,8 @@ COMMANDS = {
     "config": "print a config (preset or YAML file) with its derived fields",
     "params": "active and stored parameter counts per component",
     "figures": "draw the package's figures of the model into a folder",
-    "train": "train a model on text",
+    "train": "train a model on text (--distributed: on several processes, under torchrun)",
+    "convert-checkpoint": "write the single-file checkpoint of a distributed run's DCP folder",
 }
 
 
@@ -54,7 +55,7 @@ def _overview() -> str:
 
     lines = ["usage: hymo-mini COMMAND [options]   (hymo-mini COMMAND --help for its options)",
              "", "commands:"]
-    lines += [f"  {name:<8} {text}" for name, text in COMMANDS.items()]
+    lines += [f"  {name:<18} {text}" for name, text in COMMANDS.items()]
     lines += ["", f"presets: {', '.join(preset_names())} (or the path of a YAML file)",
               "GDN backends (config model.gdn_backend): "
               + "; ".join(f"{rule}: auto, {', '.join(b)}" for rule, b in RULES.items())]
@@ -190,8 +191,19 @@ def _train_parser() -> _Parser:
                    help="cpu, cuda or cuda:N")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads "
                    "(default: torch's)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt "
+                   "(--distributed: the newest OUT/dcp/step_*, from any number of processes)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel FSDP2 training; on by itself under torchrun "
+                        "(torchrun --nproc-per-node N -m hymo_mini.train ...); --batch-size "
+                        "is then the global batch")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="recompute each layer in the backward pass instead of keeping its "
+                        "activations")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="--distributed: seconds to wait for the other ranks (rendezvous, "
+                        "collectives, barriers)")
     return p
 
 
@@ -228,17 +240,17 @@ def _summary(result, out: Path) -> str:
     return (f"{resumed}step {h['step'][-1]}: main (next-token) loss {main_loss:.3f} train, "
             f"{h['val_loss'][-1]:.3f} validation; {s['tokens_per_s']:,.0f} tokens/s; data "
             f"{100 * s['data_fraction']:.1f}% and logging {100 * s['log_fraction']:.1f}% of "
-            f"the time\nwrote {out / 'checkpoint.pt'}, {out / 'history.json'}, "
+            f"the time\nwrote {result.checkpoint}, {out / 'history.json'}, "
             f"{out / 'loss_curve.png'}")
 
 
 def _train(args) -> int:
+    import os
+
     import torch
 
     from hymo_mini.data import load_corpus
-    from hymo_mini.figures import save_figure
     from hymo_mini.train import CheckpointError, train
-    from hymo_mini.viz.train_plots import loss_curve
 
     device = parse_device(args.device)
     if args.threads is not None:
@@ -247,6 +259,14 @@ def _train(args) -> int:
         torch.set_num_threads(args.threads)
     config = _apply_overrides(load_config(args.config), args)
     out = Path(config.run.output_dir if args.out is None else args.out)
+    if args.distributed or "WORLD_SIZE" in os.environ:
+        return _train_distributed(args, config, device, out)
+    if args.activation_checkpointing:
+        raise CommandLineError("--activation-checkpointing is a switch of --distributed "
+                               "training; without it set model.gradient_checkpointing")
+    from hymo_mini.figures import save_figure
+    from hymo_mini.viz.train_plots import loss_curve
+
     if not args.resume and (out / "checkpoint.pt").exists():
         raise CheckpointError(f"{str(out / 'checkpoint.pt')!r} exists: pass --resume to "
                               "continue that run, or choose another --out")
@@ -257,6 +277,68 @@ def _train(args) -> int:
     save_figure(loss_curve(result.history, title=f"{config.run.name}: loss"),
                 out / "loss_curve.png")
     print(_summary(result, out))
+    return 0
+
+
+def _train_distributed(args, config: HyMoConfig, device, out: Path) -> int:
+    """``hymo-mini train --distributed``: every rank runs this; rank 0 prints and writes."""
+    import os
+
+    from hymo_mini.data import load_corpus
+    from hymo_mini.train import CheckpointError
+    from hymo_mini.train.dcp import latest_dcp
+    from hymo_mini.train.distributed import check_batch, close_distributed, init_distributed
+    from hymo_mini.train.fsdp_loop import check_resume, train_distributed
+
+    if device.index is not None:
+        raise CommandLineError(f"--device {device}: with --distributed each rank takes the GPU "
+                               "of its LOCAL_RANK; pass --device cuda")
+    if args.timeout <= 0:
+        raise CommandLineError(f"--timeout must be a positive number of seconds, got "
+                               f"{args.timeout:g}")
+    if not args.resume and latest_dcp(out) is not None:
+        raise CheckpointError(f"{str(latest_dcp(out))!r} exists: pass --resume to continue "
+                              "that run, or choose another --out")
+    # what can fail alone fails before the rendezvous: no rank waits for one that stopped
+    check_batch(config, int(os.environ.get("WORLD_SIZE", "1")))
+    check_resume(config, out, args.resume, args.steps or config.training.max_steps)
+    world = init_distributed(device.type, args.timeout)
+    try:
+        lead = world.rank == 0
+        corpus = load_corpus(args.data, max_bytes=args.max_bytes, pattern=args.pattern)
+        if lead:
+            print(corpus.describe())
+            print(f"FSDP2 on {world.size} process(es) ({device.type}); global batch "
+                  f"{config.training.batch_size}, {config.training.batch_size // world.size} "
+                  "sequences per process")
+        result = train_distributed(config, world, corpus, steps=args.steps, out_dir=out,
+                                   resume=args.resume, progress=lead and not args.no_progress,
+                                   activation_checkpointing=args.activation_checkpointing,
+                                   timeout_s=args.timeout)
+        if lead:  # the plotting imports on rank 0 only
+            from hymo_mini.figures import save_figure
+            from hymo_mini.viz.train_plots import loss_curve
+
+            save_figure(loss_curve(result.history, title=f"{config.run.name}: loss"),
+                        out / "loss_curve.png")
+            print(_summary(result, out))
+    finally:
+        close_distributed()
+    return 0
+
+
+def _convert_main(argv: list[str]) -> int:
+    parser = _Parser(prog="hymo-mini convert-checkpoint", description=COMMANDS[
+        "convert-checkpoint"] + "; hymo-mini train --resume reads it on one device")
+    parser.add_argument("source", help="a dcp/step_* folder, or a run folder holding dcp/ "
+                        "(its newest step)")
+    parser.add_argument("out", help="the checkpoint file to write, e.g. RUN/checkpoint.pt")
+    args, status = _parse(parser, argv)
+    if args is None:
+        return status
+    from hymo_mini.train.dcp import dcp_to_checkpoint
+
+    print(f"wrote {dcp_to_checkpoint(args.source, args.out)}")
     return 0
 
 
@@ -278,16 +360,27 @@ def train_main(argv: list[str] | None = None) -> int:
 def _errors():
     from hymo_mini.data import DataError
     from hymo_mini.train import CheckpointError
+    from hymo_mini.train.distributed import DistributedError
 
-    return (ConfigError, DataError, CheckpointError, CommandLineError)
+    return (ConfigError, DataError, CheckpointError, CommandLineError, DistributedError)
+
+
+def _reports(err: Exception) -> bool:
+    """Whether this process prints ``err``: every process of a one-process run; of a
+    distributed run rank 0, which has the same error as the others, unless the error says
+    every rank must speak (one that cannot reach rank 0)."""
+    import os
+
+    return os.environ.get("RANK", "0") == "0" or getattr(err, "every_rank", False)
 
 
 def _run(prog: str, command) -> int:
     try:
         return int(command() or 0)
     except _errors() as err:
-        text = " ".join(str(err).split())  # one line, whatever the message's layout
-        print(f"{prog}: error: {text}", file=sys.stderr)
+        if _reports(err):
+            text = " ".join(str(err).split())  # one line, whatever the message's layout
+            print(f"{prog}: error: {text}", file=sys.stderr)
         return 2
 
 
@@ -297,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         print(_overview())
         return 0
     command, rest = argv[0], argv[1:]
-    runs = {"config": _config_main, "params": _params_main, "figures": _figures_main}
+    runs = {"config": _config_main, "params": _params_main, "figures": _figures_main,
+            "convert-checkpoint": _convert_main}
     if command == "train":
         return train_main(rest)
     if command not in runs:
