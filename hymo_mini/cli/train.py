@@ -1,165 +1,20 @@
-"""The ``hymo-mini`` command line: config, params, figures, train, convert-checkpoint.
-
-Every mistake on the command line is one line on stderr and exit status 2, naming the
-argument, what was expected and the nearest valid choice; ``--help`` is plain text with
-the defaults. Each sub-command imports what it needs only when it runs, so
-``hymo-mini config`` stays instant.
-"""
+"""``hymo-mini train`` (also ``python -m hymo_mini.train`` and ``torchrun -m hymo_mini.train``)
+and ``hymo-mini convert-checkpoint``."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from hymo_mini.config import ConfigError, HyMoConfig, load_config, preset_names, replace
-from hymo_mini.model_config import did_you_mean
+from hymo_mini.cli.common import COMMANDS, CommandLineError, Parser, parse, parse_device, run
+from hymo_mini.config import HyMoConfig, load_config, preset_names, replace
 
-__all__ = ["main", "train_main", "parse_device", "CommandLineError"]
-
-COMMANDS = {
-    "config": "print a config (preset or YAML file) with its derived fields",
-    "params": "active and stored parameter counts per component",
-    "figures": "draw the package's figures of the model into a folder",
-    "train": "train a model on text (--distributed: on several processes, under torchrun)",
-    "convert-checkpoint": "write the single-file checkpoint of a distributed run's DCP folder",
-}
-
-
-class CommandLineError(ValueError):
-    """A command-line value that cannot be used; the message is the whole explanation."""
-
-
-class _Help(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each option's default, except where there is none to show."""
-
-    def _get_help_string(self, action):
-        if action.default in (None, False) or action.default is argparse.SUPPRESS:
-            return action.help
-        return super()._get_help_string(action)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage block) and the defaults in --help."""
-
-    def __init__(self, **kwargs):
-        super().__init__(formatter_class=_Help, **kwargs)
-
-    def error(self, message: str):  # noqa: D102 - argparse's hook
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def _overview() -> str:
-    from hymo_mini.ops import RULES
-
-    lines = ["usage: hymo-mini COMMAND [options]   (hymo-mini COMMAND --help for its options)",
-             "", "commands:"]
-    lines += [f"  {name:<18} {text}" for name, text in COMMANDS.items()]
-    lines += ["", f"presets: {', '.join(preset_names())} (or the path of a YAML file)",
-              "GDN backends (config model.gdn_backend): "
-              + "; ".join(f"{rule}: auto, {', '.join(b)}" for rule, b in RULES.items())]
-    return "\n".join(lines)
-
-
-def parse_device(text: str):
-    """A torch.device this machine has, or a CommandLineError listing the ones it has."""
-    import torch
-
-    available = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if torch.backends.mps.is_available():
-        available.append("mps")
-    have = ", ".join(available)
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        hint = did_you_mean(text, available)
-        raise CommandLineError(f"--device {text!r}: not a device name{hint}; "
-                               f"this machine has {have}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise CommandLineError(f"--device {text}: no CUDA GPU is available here; "
-                               f"this machine has {have}")
-    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise CommandLineError(f"--device {text}: there are {torch.cuda.device_count()} CUDA "
-                               f"devices; this machine has {have}")
-    if device.type not in ("cpu", "cuda") and str(device) not in available:
-        raise CommandLineError(f"--device {text}: not available; this machine has {have}")
-    return device
-
-
-# ---- config, params, figures ----------------------------------------------------------
-def _config_main(argv: list[str]) -> int:
-    parser = _Parser(prog="hymo-mini config", description=COMMANDS["config"])
-    parser.add_argument("name", nargs="?", default="hymo_mini",
-                        help=f"preset ({', '.join(preset_names())}) or YAML path")
-    args, status = _parse(parser, argv)
-    if args is None:
-        return status
-    from hymo_mini.config import dump_config
-
-    config = load_config(args.name)
-    print(dump_config(config), end="")
-    m = config.model
-    print("# derived")
-    print(f"#   qk_nope_head_dim: {m.qk_nope_head_dim}")
-    print(f"#   gdn_n_heads: {m.gdn_n_heads}")
-    print(f"#   mla_positions: {list(m.mla_positions)}")
-    print(f"#   gdn_positions: {list(m.gdn_positions)}")
-    return 0
-
-
-def _params_main(argv: list[str]) -> int:
-    parser = _Parser(prog="hymo-mini params", description=COMMANDS["params"])
-    parser.add_argument("name", nargs="?", default="hymo_750m",
-                        help=f"preset ({', '.join(preset_names())}) or YAML path")
-    parser.add_argument("--no-document", action="store_true",
-                        help="leave out the comparison with the design document's figures")
-    args, status = _parse(parser, argv)
-    if args is None:
-        return status
-    from hymo_mini.params import count_params, document_comparison
-
-    config = load_config(args.name)
-    table = count_params(config)
-    table.title = f"{config.run.name}: parameters (stored = in memory, active = used per token)"
-    print(table)
-    if not args.no_document and config.model == load_config("hymo_750m").model:
-        print("\nThe design document's figures (section 12) against the computed counts:")
-        print(document_comparison(config))
-    return 0
-
-
-def _figures_main(argv: list[str]) -> int:
-    from hymo_mini.figures import FIGURES, save_figure
-
-    parser = _Parser(prog="hymo-mini figures", description=COMMANDS["figures"])
-    parser.add_argument("--out", default="figures", help="output folder")
-    parser.add_argument("--only", nargs="*", default=None, metavar="NAME",
-                        help="file names to draw (default: all; --list shows them)")
-    parser.add_argument("--list", action="store_true", help="list the figures and exit")
-    args, status = _parse(parser, argv)
-    if args is None:
-        return status
-    if args.list:
-        print("\n".join(sorted(FIGURES)))
-        return 0
-    names = sorted(FIGURES) if args.only is None else args.only
-    for name in names:
-        if name not in FIGURES:
-            raise CommandLineError(f"--only {name!r}: no such figure"
-                                   f"{did_you_mean(name, FIGURES)}; hymo-mini figures --list "
-                                   "shows them")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        save_figure(FIGURES[name](), out / name)
-        print(f"wrote {out / name}")
-    return 0
+__all__ = ["train_main", "convert_main"]
 
 
 # ---- train ------------------------------------------------------------------------------
-def _train_parser() -> _Parser:
-    p = _Parser(prog="hymo-mini train",
+def _train_parser() -> Parser:
+    p = Parser(prog="hymo-mini train",
                 description="Train a HyMo on bytes of text (default: the Python standard "
                             "library's .py files).")
     p.add_argument("--config", default="hymo_mini",
@@ -327,13 +182,13 @@ def _train_distributed(args, config: HyMoConfig, device, out: Path) -> int:
     return 0
 
 
-def _convert_main(argv: list[str]) -> int:
-    parser = _Parser(prog="hymo-mini convert-checkpoint", description=COMMANDS[
+def convert_main(argv: list[str]) -> int:
+    parser = Parser(prog="hymo-mini convert-checkpoint", description=COMMANDS[
         "convert-checkpoint"] + "; hymo-mini train --resume reads it on one device")
     parser.add_argument("source", help="a dcp/step_* folder, or a run folder holding dcp/ "
                         "(its newest step)")
     parser.add_argument("out", help="the checkpoint file to write, e.g. RUN/checkpoint.pt")
-    args, status = _parse(parser, argv)
+    args, status = parse(parser, argv)
     if args is None:
         return status
     from hymo_mini.train.dcp import dcp_to_checkpoint
@@ -342,64 +197,9 @@ def _convert_main(argv: list[str]) -> int:
     return 0
 
 
-def _parse(parser: _Parser, argv: list[str]):
-    """(args, None), or (None, exit status) after --help or a usage error."""
-    try:
-        return parser.parse_args(argv), None
-    except SystemExit as done:
-        return None, int(done.code or 0)
-
-
 def train_main(argv: list[str] | None = None) -> int:
     """``hymo-mini train`` / ``python -m hymo_mini.train``."""
-    args, status = _parse(_train_parser(), sys.argv[1:] if argv is None else argv)
-    return status if args is None else _run("hymo-mini train", lambda: _train(args))
+    args, status = parse(_train_parser(), sys.argv[1:] if argv is None else argv)
+    return status if args is None else run("hymo-mini train", lambda: _train(args))
 
 
-# ---- dispatch ---------------------------------------------------------------------------
-def _errors():
-    from hymo_mini.data import DataError
-    from hymo_mini.train import CheckpointError
-    from hymo_mini.train.distributed import DistributedError
-
-    return (ConfigError, DataError, CheckpointError, CommandLineError, DistributedError)
-
-
-def _reports(err: Exception) -> bool:
-    """Whether this process prints ``err``: every process of a one-process run; of a
-    distributed run rank 0, which has the same error as the others, unless the error says
-    every rank must speak (one that cannot reach rank 0)."""
-    import os
-
-    return os.environ.get("RANK", "0") == "0" or getattr(err, "every_rank", False)
-
-
-def _run(prog: str, command) -> int:
-    try:
-        return int(command() or 0)
-    except _errors() as err:
-        if _reports(err):
-            text = " ".join(str(err).split())  # one line, whatever the message's layout
-            print(f"{prog}: error: {text}", file=sys.stderr)
-        return 2
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(_overview())
-        return 0
-    command, rest = argv[0], argv[1:]
-    runs = {"config": _config_main, "params": _params_main, "figures": _figures_main,
-            "convert-checkpoint": _convert_main}
-    if command == "train":
-        return train_main(rest)
-    if command not in runs:
-        print(f"hymo-mini: error: unknown command {command!r}{did_you_mean(command, COMMANDS)}; "
-              f"the commands are {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
-    return _run(f"hymo-mini {command}", lambda: runs[command](rest))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
