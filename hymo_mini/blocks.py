@@ -15,6 +15,23 @@ Readings chosen where the document contradicts itself:
   ``gdn_residual="identity"``, is a pre-norm residual block like the MLA block:
   ``x + mixer(norm(x))``. ``gdn_residual="document"`` gives the documented block
   exactly (no norm, no identity).
+
+**The compiled GDN block** (``config.gdn_impl``: "eager", "compiled", or "auto", which
+compiles while training on a CUDA GPU and runs eagerly otherwise, so CPU runs and the
+book use the eager block, the oracle). ``torch.compile`` traces :func:`gdn_block_forward`
+(the same function the eager block runs) up to the recurrence, which is marked
+``torch.compiler.disable`` (``hymo_mini.gdn.recurrence``) and stays the Triton kernel's
+custom autograd Function; so each block becomes two graphs with the kernel between them.
+What compile fuses, forward and backward: in the first graph the norm, the SiLU after the
+conv and the layout copies around it, the RoPE of b and c (their fp32 upcast, rotation and
+downcast), the decay gate sigmoid(dt + dt_bias), the output gate's sigmoid and mean, and
+-exp(A_log), each a chain of element-wise passes in eager mode; in the second, the D·v skip,
+the output gate and the residual add, with the casts between bf16 and fp32 that autocast
+puts around every matmul. The matmuls and the depthwise conv stay library calls
+(cuBLAS, cuDNN). Fewer passes also means fewer saved intermediates: the partitioner
+recomputes cheap element-wise results in the backward instead of keeping them. One
+compiled function serves every GDN block (parameters are graph inputs); blocks with and
+without RoPE get a first graph each and share the second.
 """
 
 from __future__ import annotations
@@ -23,11 +40,16 @@ import torch
 from torch import nn
 
 from hymo_mini.config import ModelConfig
-from hymo_mini.gdn import GatedDeltaNet
+from hymo_mini.gdn import GatedDeltaNet, recurrence
 from hymo_mini.mla import MultiHeadLatentAttention
+from hymo_mini.model_config import GDN_IMPLS
 from hymo_mini.moe import DeepSeekMoE
 
-__all__ = ["MLABlock", "GDNBlock", "sublayers"]
+__all__ = ["MLABlock", "GDNBlock", "sublayers", "gdn_block_forward", "compiled_gdn_forward",
+           "COMPILE_BACKEND"]
+
+COMPILE_BACKEND = "inductor"  # torch.compile's backend for gdn_impl; tests use "aot_eager"
+_COMPILED: dict = {}  # backend -> the compiled gdn_block_forward
 
 
 class MLABlock(nn.Module):
@@ -57,6 +79,7 @@ class GDNBlock(nn.Module):
         identity = self.residual == "identity"
         self.norm = nn.RMSNorm(config.dim, eps=config.norm_eps) if identity else None
         self.mixer = GatedDeltaNet(config, layer_idx, use_rope)
+        self.impl = config.gdn_impl
 
     def _norm(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(x) if self.norm is not None else x
@@ -66,9 +89,20 @@ class GDNBlock(nn.Module):
         gdn_residual="identity". mHC (hymo_mini.mhc) wraps this instead of forward."""
         return self.mixer(self._norm(x))  # (b, t, dim)
 
+    def compiled(self, x: torch.Tensor) -> bool:
+        """Whether this call runs compiled: ``gdn_impl`` "compiled", or "auto" while
+        training (grad enabled, training mode) on a CUDA GPU."""
+        if self.impl not in GDN_IMPLS:
+            raise ValueError(f"gdn_impl must be one of {', '.join(map(repr, GDN_IMPLS))}, "
+                             f"got {self.impl!r}")
+        if self.impl == "auto":
+            return x.is_cuda and self.training and torch.is_grad_enabled()
+        return self.impl == "compiled"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.branch(x)
-        return x + y if self.residual == "identity" else y  # (b, t, dim)
+        if self.compiled(x):
+            return compiled_gdn_forward()(self, x)  # (b, t, dim)
+        return gdn_block_forward(self, x)  # (b, t, dim)
 
     def step(self, x: torch.Tensor, conv_window: torch.Tensor | None = None,
              state: torch.Tensor | None = None, start_pos: int = 0):
@@ -76,6 +110,32 @@ class GDNBlock(nn.Module):
         ``(block output, conv_window, state)``."""
         y, conv_window, state = self.mixer.step(self._norm(x), conv_window, state, start_pos)
         return (x + y if self.residual == "identity" else y), conv_window, state
+
+
+def gdn_block_forward(block: GDNBlock, x: torch.Tensor) -> torch.Tensor:
+    """The GDN block: x + mixer(norm(x)), or mixer(x) for the document's block.
+
+    Written out flat (norm, the mixer's ``prepare``, the recurrence, ``finish``, the
+    residual) so that compile breaks the graph once, at the recurrence, in this frame: a
+    break inside a nested call would cut the block into four graphs (norm, before, after,
+    residual add) instead of two. The same operations as ``block.branch``, in order."""
+    mixer = block.mixer
+    h = block._norm(x)  # (b, t, dim)
+    v, b, c, g, A, beta, out_gate, _ = mixer.prepare(h)
+    o, _ = recurrence(mixer.rule, v, b, c, g, A, beta, None, False,
+                      mixer.config.gdn_backend)  # (b, t, h, d)
+    y = mixer.finish(o, v, out_gate, h)  # (b, t, dim)
+    return x + y if block.residual == "identity" else y  # (b, t, dim)
+
+
+def compiled_gdn_forward(backend: str | None = None):
+    """``torch.compile(gdn_block_forward)`` for ``backend`` (default ``COMPILE_BACKEND``),
+    made once and shared by every block. Static shapes: a training run has one (B, T), and
+    each new one compiles once (rather than to kernels for any shape after the second)."""
+    backend = backend or COMPILE_BACKEND
+    if backend not in _COMPILED:
+        _COMPILED[backend] = torch.compile(gdn_block_forward, backend=backend, dynamic=False)
+    return _COMPILED[backend]
 
 
 def sublayers(block: nn.Module) -> tuple:

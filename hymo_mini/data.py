@@ -108,13 +108,16 @@ class ByteCorpus:
         return stream
 
     def batch(self, step: int, batch_size: int, seq_len: int, seed: int = 0,
-              split: str = "train") -> torch.Tensor:
+              split: str = "train", rows: slice | None = None) -> torch.Tensor:
         """Random windows of ``seq_len + 1`` bytes: (batch_size, seq_len + 1) int64.
         A model reads ``[:, :-1]`` and predicts ``[:, 1:]``; the same (seed, step) always
-        gives the same batch."""
+        gives the same batch. ``rows``: only those rows of it (a data-parallel rank's
+        share), cut without reading the others' bytes."""
         stream = self._check(split, batch_size, seq_len)
         gen = torch.Generator().manual_seed(seed * 1_000_003 + step)  # on the host, always
         starts = torch.randint(stream.numel() - seq_len, (batch_size,), generator=gen)  # (b,)
+        if rows is not None:
+            starts = starts[rows]  # (rows,): the same draws, so the same windows
         if stream.device.type == "cuda":  # pinned + non_blocking: the host does not wait
             starts = starts.pin_memory().to(stream.device, non_blocking=True)
         index = starts[:, None] + torch.arange(seq_len + 1, device=stream.device)  # (b, t + 1)

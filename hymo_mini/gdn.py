@@ -49,7 +49,23 @@ from hymo_mini.config import ModelConfig
 from hymo_mini.ops import gated_delta_rule, gated_linear_attention
 from hymo_mini.rope import RotaryEmbedding
 
-__all__ = ["GatedDeltaNet"]
+__all__ = ["GatedDeltaNet", "recurrence"]
+
+
+@torch.compiler.disable
+def recurrence(rule, v, b, c, g, A, beta, state, keep_state: bool, backend: str):
+    """The mixer's call into ``hymo_mini.ops``: (o (b, t, h, d), final state or None).
+
+    Marked ``torch.compiler.disable``: when the GDN block is compiled (``gdn_impl``), Dynamo
+    stops here and runs this call eagerly (a graph break), so the kernels stay the custom
+    autograd Functions they are and compile never traces into Triton launch code. The
+    work before and after it is compiled as two graphs. (g and A are finite by
+    construction, a sigmoid and -exp: no value check, no host sync.)"""
+    run = dict(initial_state=state, output_final_state=keep_state, backend=backend,
+               check_values=False)
+    if rule == "delta":
+        return gated_delta_rule(v, b, c, g, A, beta, **run)
+    return gated_linear_attention(v, b, c, g, A, **run)
 
 
 class GatedDeltaNet(nn.Module):
@@ -94,11 +110,16 @@ class GatedDeltaNet(nn.Module):
         T = x.shape[1]
         u = rearrange(self.in_proj(x), "b t e -> b e t")  # (b, inner, t)
         if window is None:  # training: zero history, drop the conv's tail
-            return F.silu(rearrange(self.conv1d(u)[..., :T], "b e t -> b t e")), None
-        history = torch.cat([window.to(u.dtype), u], dim=-1)  # (b, inner, d_conv - 1 + t)
-        mixed = F.conv1d(history, self.conv1d.weight, groups=u.shape[1])  # (b, inner, t)
-        keep = history[..., history.shape[-1] - window.shape[-1]:]  # last d_conv - 1
-        return F.silu(rearrange(mixed, "b e t -> b t e")), keep
+            mixed, keep = self.conv1d(u)[..., :T], None  # (b, inner, t)
+        else:
+            history = torch.cat([window.to(u.dtype), u], dim=-1)  # (b, inner, d_conv - 1 + t)
+            mixed = F.conv1d(history, self.conv1d.weight, groups=u.shape[1])  # (b, inner, t)
+            keep = history[..., history.shape[-1] - window.shape[-1]:]  # last d_conv - 1
+        # one copy into (b, t, inner) order here: left as a transposed view, every projection
+        # that reads u (b, c, dt, g, beta) and the kernel's v would each copy it (and
+        # autograd would keep each copy for the backward)
+        mixed = rearrange(mixed, "b e t -> b t e").contiguous()  # (b, t, inner)
+        return F.silu(mixed), keep
 
     def gdn_inputs(self, x: torch.Tensor, start_pos: int = 0):
         """The recurrence's inputs from the mixer input x (b, t, dim). Exposed so the book
@@ -133,18 +154,24 @@ class GatedDeltaNet(nn.Module):
                                       self.config.gdn_d_conv - 1)
         return self._run(x, conv_window, state, start_pos, keep_state=True)
 
-    def _run(self, x, conv_window=None, state=None, start_pos=0, keep_state=False):
+    def prepare(self, x: torch.Tensor, conv_window: torch.Tensor | None = None,
+                start_pos: int = 0):
+        """Everything before the recurrence, from the mixer input x (b, t, dim):
+        ``(v, b, c, g, A, beta or None, out_gate, conv_window)``."""
         u, conv_window = self._conv(x, conv_window)  # (b, t, inner)
         v, b, c, g, A, out_gate = self._heads(u, start_pos)
-        # g and A are finite by construction (a sigmoid, -exp): no value check, no host sync
-        run = dict(initial_state=state, output_final_state=keep_state,
-                   backend=self.config.gdn_backend, check_values=False)
-        if self.rule == "delta":
-            beta = torch.sigmoid(self.beta_proj(u))  # (b, t, h) in (0, 1)
-            o, state = gated_delta_rule(v, b, c, g, A, beta, **run)  # (b t h d)
-        else:
-            o, state = gated_linear_attention(v, b, c, g, A, **run)  # (b t h d)
+        beta = torch.sigmoid(self.beta_proj(u)) if self.rule == "delta" else None  # (b, t, h)
+        return v, b, c, g, A, beta, out_gate, conv_window
+
+    def finish(self, o: torch.Tensor, v: torch.Tensor, out_gate: torch.Tensor,
+               x: torch.Tensor) -> torch.Tensor:
+        """Everything after it: the D·v skip, the output gate, out_proj, + skip_proj(x)."""
         o = o + self.D[:, None] * v  # skip around the state
         o = o * out_gate[..., None]
-        y = self.out_proj(rearrange(o, "b t h d -> b t (h d)")) + self.skip_proj(x)
-        return y, conv_window, state  # (b, t, dim)
+        return self.out_proj(rearrange(o, "b t h d -> b t (h d)")) + self.skip_proj(x)
+
+    def _run(self, x, conv_window=None, state=None, start_pos=0, keep_state=False):
+        v, b, c, g, A, beta, out_gate, conv_window = self.prepare(x, conv_window, start_pos)
+        o, state = recurrence(self.rule, v, b, c, g, A, beta, state, keep_state,
+                              self.config.gdn_backend)  # (b t h d)
+        return self.finish(o, v, out_gate, x), conv_window, state  # (b, t, dim)

@@ -4,7 +4,7 @@
       layer i = MLABlock (attention + MoE) if i in config.mla_positions
                 GDNBlock                 otherwise (RoPE unless i in nope_gdn_positions)
       hidden = x after the last layer                   (b, t, dim)  ← MTP reads this
-    logits = softcap(head(norm(hidden)))                (b, t, vocab)
+    logits = softcap(head(norm(hidden)))                (b, t, vocab), soft-capped in fp32
     head.weight IS embed.weight (one tensor: tied)
 
 Every block adds to the residual stream itself (see blocks.py for the GDN block's choice).
@@ -37,6 +37,11 @@ Readings chosen where the document is wrong or contradicts itself (the book show
   attention, MLA's MoE, the GDN mixer) is wrapped in its own
   :class:`~hymo_mini.mhc.ManifoldHyperConnection`, and the mean of the streams is the
   hidden state. ``hc_mult = 1`` is the plain model, unchanged. See mhc.py.
+* **The loss's two paths** (``config.loss_impl``). "plain" computes the (b, t, vocab)
+  logits of each head and their cross-entropy: the readable reference, and what runs on a
+  CPU by default. "chunked" computes the same losses and gradients without materialising
+  the logits (:func:`hymo_mini.loss.linear_softcap_cross_entropy`); "auto" (the default)
+  takes it on a CUDA GPU, where the plain path's fp32 logits cost gigabytes.
 * **Gradient checkpointing** (section 3.4) is a switch on the model,
   ``model.gradient_checkpointing = True``: each layer is then recomputed in the backward
   pass instead of keeping its activations (training mode only). The MoE routing
@@ -55,9 +60,10 @@ from torch.utils.checkpoint import checkpoint
 
 from hymo_mini.blocks import GDNBlock, MLABlock, sublayers
 from hymo_mini.config import HyMoConfig, ModelConfig
+from hymo_mini.loss import linear_softcap_cross_entropy, resolve_loss_impl
 from hymo_mini.mhc import ManifoldHyperConnection, collapse, expand
 from hymo_mini.moe import DeepSeekMoE
-from hymo_mini.mtp import MultiTokenPrediction, mtp_losses
+from hymo_mini.mtp import MultiTokenPrediction, mtp_losses, mtp_targets
 
 __all__ = ["HyMo", "build_hymo", "check_tokens", "softcap", "sublayers"]
 
@@ -132,8 +138,10 @@ class HyMo(nn.Module):
         return softcap(logits, self.config.logit_softcap)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """softcap(head(norm(hidden))): pre-norm hidden (b, t, dim) -> (b, t, vocab)."""
-        return self.softcap(self.head(self.norm(hidden)))
+        """softcap(head(norm(hidden))): pre-norm hidden (b, t, dim) -> (b, t, vocab) fp32.
+        The cap is applied in fp32: under bf16 autocast, tanh of a bf16 logit would round
+        the logit a second time (bf16 holds 3 significant digits; logits reach ±15)."""
+        return self.softcap(self.head(self.norm(hidden)).float())
 
     def run_layers(self, x: torch.Tensor) -> torch.Tensor:
         if self.mhc is not None:
@@ -178,18 +186,39 @@ class HyMo(nn.Module):
         """
         depth = self.config.mtp_depth
         check_tokens(tokens, self.config, min_len=depth + 2)
-        logits, hidden = self.forward_with_hidden(tokens)  # (b, t, V), (b, t, dim)
-        main = _cross_entropy(logits[:, :-1], tokens[:, 1:])
+        if resolve_loss_impl(self.config.loss_impl, tokens.device) == "chunked":
+            main, *losses = self._chunked_losses(tokens)
+        else:
+            main, *losses = self._plain_losses(tokens)
         total, parts = main, {"main": main.detach()}
+        weights = self.config.mtp_loss_weights
+        for d, (ce, w) in enumerate(zip(losses, weights, strict=True), start=1):
+            total = total + w * ce
+            parts[f"mtp_{d}"] = ce.detach()
+        return total, parts
+
+    def _plain_losses(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """[main CE, CE_1, ...] from the full logits of each head (the reference)."""
+        logits, hidden = self.forward_with_hidden(tokens)  # (b, t, V), (b, t, dim)
+        losses = [_cross_entropy(logits[:, :-1], tokens[:, 1:])]
         if self.mtp is not None:
             states = self.mtp(hidden, tokens, self.embed)  # [h_1 (b, T-1, dim), ...]
             mtp_logits = [self.logits(h) for h in states]  # the head once per depth
-            losses = mtp_losses(mtp_logits, tokens)  # scored where a target exists
-            weights = self.config.mtp_loss_weights
-            for d, (ce, w) in enumerate(zip(losses, weights, strict=True), start=1):
-                total = total + w * ce
-                parts[f"mtp_{d}"] = ce.detach()
-        return total, parts
+            losses += mtp_losses(mtp_logits, tokens)  # scored where a target exists
+        return losses
+
+    def _chunked_losses(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """The same list without any (b, t, V) tensor: each head's loss chunk by chunk,
+        on the positions that have a target."""
+        hidden = self.run_layers(self.embed(tokens))  # (b, t, dim)
+        head = partial(linear_softcap_cross_entropy, weight=self.head.weight,
+                       softcap=self.config.logit_softcap)
+        losses = [head(self.norm(hidden[:, :-1]), targets=tokens[:, 1:])]
+        if self.mtp is not None:
+            for d, h in enumerate(self.mtp(hidden, tokens, self.embed), start=1):
+                n, targets = mtp_targets(tokens, d)  # h (b, T-d, dim): n have a target
+                losses.append(head(self.norm(h[:, :n]), targets=targets))
+        return losses
 
     @torch.no_grad()
     def update_moe_biases(self) -> None:

@@ -13,9 +13,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from hymo_mini.loss import LOSS_IMPLS
 from hymo_mini.ops import RULES
 
-__all__ = ["ConfigError", "ModelConfig", "did_you_mean"]
+__all__ = ["ConfigError", "ModelConfig", "did_you_mean", "GDN_IMPLS"]
+
+GDN_IMPLS = ("auto", "eager", "compiled")  # ModelConfig.gdn_impl: see hymo_mini.blocks
 
 
 class ConfigError(ValueError):
@@ -72,6 +75,7 @@ class ModelConfig:
     norm_eps: float = 1e-6
     logit_softcap: float = 15.0  # 0 disables the cap
     embed_init: str = "scaled"  # "scaled": N(0, 1/dim); "torch": nn.Embedding's N(0, 1)
+    loss_impl: str = "auto"  # "plain" | "chunked" | "auto" (chunked on CUDA): hymo_mini.loss
 
     # MLA (section 4)
     n_heads: int = 16
@@ -91,6 +95,7 @@ class ModelConfig:
     gdn_rope_dim: int = 32  # rotary dims of the GDN keys b and c (<= gdn_d_state)
     gdn_residual: str = "identity"  # "identity": x + out + skip; "document": out + skip
     gdn_backend: str = "auto"  # how the recurrence runs: see hymo_mini.ops.RULES
+    gdn_impl: str = "auto"  # "eager" | "compiled" | "auto" (compiled when training on CUDA)
     gdn_rule: str = "gla"  # "gla": the documented recurrence; "delta": with erasure (Yang 2025)
     nope_hybrid_gdn: bool = False  # v1.1 ablation: no RoPE on the GDN layer before each MLA
 
@@ -165,6 +170,8 @@ class ModelConfig:
                  + did_you_mean(self.gdn_backend, backends))
         _one_of(self.embed_init, f"{name}.embed_init", ("scaled", "torch"))
         _one_of(self.moe_impl, f"{name}.moe_impl", ("auto", "loop", "grouped", "padded"))
+        _one_of(self.loss_impl, f"{name}.loss_impl", LOSS_IMPLS)
+        _one_of(self.gdn_impl, f"{name}.gdn_impl", GDN_IMPLS)
         _require(self.n_activated_experts <= self.n_routed_experts, f"{name}.n_activated_experts",
                  f"top-k={self.n_activated_experts} cannot exceed "
                  f"n_routed_experts={self.n_routed_experts}")

@@ -161,8 +161,11 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
 def _cpu_grouped_mm_runs(dtype: torch.dtype) -> bool:
     """Whether this torch has a CPU kernel (forward and backward) for ``_grouped_mm``. The
     probe has no rows, so a FLOP counter that is on while it runs counts nothing."""
+    # identity hooks: a checkpointed forward that runs the probe first must not count the
+    # probe's saved tensors (its recomputation, with the answer cached, would not save them)
+    identity = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
     try:
-        with torch.autocast("cpu", enabled=False):
+        with torch.autocast("cpu", enabled=False), identity:
             a = torch.zeros(0, 8, dtype=dtype, requires_grad=True)  # (m=0, k)
             b = torch.zeros(2, 8, 8, dtype=dtype, requires_grad=True)  # (g, k, n)
             y = torch._grouped_mm(a, b, offs=torch.zeros(2, dtype=torch.int32))  # (0, n)

@@ -47,6 +47,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     sin = rearrange(sin, "t k -> t 1 k")
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     x_rot = rearrange(rotated, "... k two -> ... (k two)").to(x.dtype)
+    if x_pass.shape[-1] == 0:  # every channel rotated (the GDN keys): no copy into a cat
+        return x_rot
     return torch.cat((x_rot, x_pass), dim=-1)
 
 

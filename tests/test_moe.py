@@ -492,3 +492,17 @@ def test_wrong_dim_raises(config):
     moe = DeepSeekMoE(config)
     with pytest.raises(ValueError, match="dim=64"):
         moe(torch.randn(2, 3, config.dim + 1))
+
+
+def test_the_grouped_mm_probe_runs_inside_a_checkpointed_forward():
+    """The first forward decides whether torch._grouped_mm runs here; when that forward is
+    checkpointed, the probe's own tensors must not count as the layer's saved tensors."""
+    from hymo_mini.model import build_hymo
+    from hymo_mini.moe_dispatch import _cpu_grouped_mm_runs
+
+    _cpu_grouped_mm_runs.cache_clear()
+    model = build_hymo(replace(load_config("hymo_mini").model, moe_impl="auto", n_layers=4))
+    model.train()
+    model.gradient_checkpointing = True
+    model.loss(torch.randint(0, 256, (2, 16)))[0].backward()  # raised CheckpointError before
+    assert all(p.grad is not None for p in model.layers[0].moe.parameters() if p.requires_grad)

@@ -172,7 +172,7 @@ def test_bad_inputs_are_named(bad):
     elif bad == "g_rank":
         kwargs["g"] = g[..., None]
     elif bad == "nan_g":
-        kwargs["g"] = g.clone().index_fill_(1, torch.tensor([2]), float("nan"))
+        kwargs["g"] = g.clone().index_fill_(1, torch.tensor([2], device=g.device), float("nan"))
     elif bad == "h0_shape":
         kwargs["initial_state"] = h0[:, :1]
     else:

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from hymo_mini import cli
+from hymo_mini.cli import train as cli
 from hymo_mini.config import ConfigError, SchedulerConfig, dump_config, load_config, replace
 from hymo_mini.data import DataError, load_corpus
 from hymo_mini.model import build_hymo

@@ -31,6 +31,7 @@ follows the authors' reference code; here the row statistics are computed in flo
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 from torch import nn
@@ -88,13 +89,37 @@ def muon_step(p: torch.Tensor, state: dict, group: dict) -> None:
     buf, mu = state["momentum_buffer"], group["momentum"]
     buf.lerp_(grad, 1 - mu)  # B ← μ B + (1 − μ) G
     m = grad.lerp(buf, mu) if group["nesterov"] else buf  # G + μ (B − G)  or  B
-    o = newton_schulz5(m, group["ns_coefficients"], group["ns_steps"], group["eps"])
-    if group["normuon"]:
-        if "normuon_v" not in state:
-            state["normuon_v"] = torch.zeros(p.shape[0], dtype=p.dtype, device=p.device)
-        o = normuon_rows(o, state["normuon_v"], group["normuon_beta2"], group["normuon_eps"])
+    o = _orthogonalised(m, p, state, group)
     p.mul_(1 - group["lr"] * group["weight_decay"])  # decoupled decay: W (1 − lr λ)
     p.add_(o, alpha=-group["lr"] * _lr_scale(p.shape, group["adjust_lr_fn"]))
+
+
+def _dtensor_module():
+    """``torch.distributed.tensor`` if something (FSDP2) imported it, else None: a DTensor
+    cannot exist before, and importing it here would slow every ``import hymo_mini``."""
+    return sys.modules.get("torch.distributed.tensor")
+
+
+def _orthogonalised(m: torch.Tensor, p: torch.Tensor, state: dict, group: dict) -> torch.Tensor:
+    """NS5(M), with NorMuon's row normalisation where the group asks for it.
+
+    A parameter sharded by FSDP2 is a DTensor holding some rows of the matrix. Newton–Schulz
+    multiplies whole rows by whole columns, so no shard can be orthogonalised alone: the
+    momentum is gathered (``full_tensor``), every rank computes the same O of the whole
+    matrix, and keeps its own rows of it (``distribute_tensor`` with ``src_data_rank=None``
+    cuts the local copy, no communication). NorMuon's row statistics are kept whole (rows,)
+    on every rank, as a plain tensor, so that they load on any number of processes."""
+    dtensor = _dtensor_module()
+    sharded = dtensor is not None and isinstance(m, dtensor.DTensor)
+    full = m.full_tensor() if sharded else m  # (rows, cols) on every rank
+    o = newton_schulz5(full, group["ns_coefficients"], group["ns_steps"], group["eps"])
+    if group["normuon"]:
+        if "normuon_v" not in state:
+            state["normuon_v"] = torch.zeros(p.shape[0], dtype=p.dtype, device=full.device)
+        o = normuon_rows(o, state["normuon_v"], group["normuon_beta2"], group["normuon_eps"])
+    if sharded:  # this rank's rows of O, cut from its own copy
+        o = dtensor.distribute_tensor(o, m.device_mesh, m.placements, src_data_rank=None)
+    return o
 
 
 def _listed(group):

@@ -79,7 +79,9 @@ def _kind(name: str, param: torch.Tensor, owner: nn.Module, inside: list[nn.Modu
     from hymo_mini.mtp import MultiTokenPrediction
 
     leaf = name.rsplit(".", 1)[-1]
-    types = tuple(type(m) for m in inside)
+    # isinstance, not type(m) is: FSDP2's fully_shard swaps a module's class for a subclass
+    types = tuple(cls for cls in (MultiHeadLatentAttention, GDNBlock, DeepSeekMoE,
+                                  MultiTokenPrediction) if any(isinstance(m, cls) for m in inside))
     if isinstance(owner, nn.Embedding):
         return "embedding (tied head)"
     if isinstance(owner, (nn.RMSNorm, nn.LayerNorm)):
@@ -99,7 +101,7 @@ def _kind(name: str, param: torch.Tensor, owner: nn.Module, inside: list[nn.Modu
         if leaf in ("A_log", "dt_bias", "D"):
             return "GDN decay / skip"
     if DeepSeekMoE in types:
-        moe = inside[types.index(DeepSeekMoE)]
+        moe = next(m for m in inside if isinstance(m, DeepSeekMoE))
         return "MoE router gate" if owner is getattr(moe, "gate", None) else "MoE expert"
     if MultiTokenPrediction in types:
         return "MTP"

@@ -1,0 +1,240 @@
+"""The models train_step.py times, and the agreement checks it runs first.
+
+Each builder returns a :class:`Built`: the model, its optimizer, one training step
+(forward under bf16 autocast, backward, clip, optimizer step), the training FLOPs per token
+and how they were counted. Peers: Hugging Face Llama with SDPA attention and fla's
+GLAForCausalLM, both 1024 wide × 24 layers (308 M parameters without embeddings, SwiGLU
+2,816, untied embeddings), the size of the peers in /work/shared/anchors.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import torch
+
+import hymo_mini.model as hymo_model
+from benchmarks.step_profile import PREFIX
+from hymo_mini.blocks import GDNBlock
+from hymo_mini.config import ModelConfig, OptimizerConfig, load_config
+from hymo_mini.flops import forward_flops
+from hymo_mini.loss import linear_softcap_cross_entropy, plain_softcap_cross_entropy
+from hymo_mini.model import HyMo, build_hymo
+from hymo_mini.optim import build_optimizer, optimizer_groups
+from hymo_mini.params import count_params
+
+PEER = dict(vocab=64_256, dim=1024, layers=24, inter=2816, heads=16)
+
+
+@dataclass
+class Built:
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    step: object  # () -> loss tensor (detached)
+    flops_per_token: float  # training FLOPs: 3 x forward
+    info: dict = field(default_factory=dict)
+    labels: tuple = ()  # (owner, attribute, label) functions to label while profiling
+    named: dict = field(default_factory=dict)  # module -> label
+
+
+def record(name: str):
+    return torch.profiler.record_function(PREFIX + name)
+
+
+def fused_adamw(model, config: OptimizerConfig):
+    """torch.optim.AdamW, fused, with hymo_mini's decay groups."""
+    groups = []
+    for g in optimizer_groups(model, "adamw").param_groups():
+        decay = config.weight_decay if g["weight_decay_on"] else 0.0
+        groups.append({"params": g["params"], "weight_decay": decay})
+    fused = next(model.parameters()).is_cuda
+    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps,
+                             fused=fused)
+
+
+def _train_step(model, optimizer, loss_fn, after=None):
+    device = next(model.parameters()).device.type
+
+    def step():
+        with record("forward"), torch.autocast(device, dtype=torch.bfloat16):
+            loss = loss_fn()
+        with record("backward"):
+            loss.backward()
+        with record("optimizer"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if after is not None:
+                after()
+        return loss.detach()
+    return step
+
+
+def hymo_config(preset: str, T: int, switches: dict) -> ModelConfig:
+    return replace(load_config(preset).model, max_seq_len=T, **switches)
+
+
+def build_hymo_case(preset, B, T, switches, optimizer, device) -> Built:
+    config = hymo_config(preset, T, switches)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = build_hymo(config)
+    model.train()
+    opt_config = load_config(preset).optimizer
+    opt = (fused_adamw(model, opt_config) if optimizer == "adamw"
+           else build_optimizer(model, replace(opt_config, name="muon")))
+    gen = torch.Generator(device).manual_seed(1)
+    tokens = torch.randint(0, config.vocab_size, (B, T), device=device, generator=gen)
+    step = _train_step(model, opt, lambda: model.loss(tokens)[0], model.update_moe_biases)
+    active = count_params(config).active
+    info = {"config": {k: getattr(config, k) for k in
+                       ("mla_every", "loss_impl", "gdn_impl", "gdn_backend", "moe_impl")
+                       if hasattr(config, k)},
+            "optimizer": "fused AdamW" if optimizer == "adamw" else
+            f"Muon split (MuonAdamW, normuon={opt_config.normuon})",
+            "params_stored": count_params(config).stored, "params_active": active,
+            "n_active_no_embed": active - config.vocab_size * config.dim,
+            "flops": "3 x hymo_mini.flops.forward_flops (MTP included)"}
+    labels = [(hymo_model, "_cross_entropy", "loss"), (hymo_model, "mtp_losses", "loss"),
+              (hymo_model, "linear_softcap_cross_entropy", "loss"), (HyMo, "logits", "loss")]
+    return Built(model, opt, step, 3 * forward_flops(config, T)["total"], info, tuple(labels),
+                 {model.norm: "loss", model.embed: "embedding"})
+
+
+def _peer_flops(n_no_embed: int, T: int, attention: bool, p: dict) -> float:
+    """6 N (no embeddings) + the LM head's 6 V d, + Llama's causal attention core 6 L d T."""
+    core = 6 * p["layers"] * p["dim"] * T if attention else 0
+    return 6 * n_no_embed + 6 * p["vocab"] * p["dim"] + core
+
+
+def _peer(model, B, T, device, attention: bool, what: str, p: dict = PEER) -> Built:
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1,
+                            fused=torch.device(device).type == "cuda")
+    gen = torch.Generator(device).manual_seed(1)
+    tokens = torch.randint(0, PEER["vocab"], (B, T), device=device, generator=gen)
+    step = _train_step(model, opt, lambda: model(input_ids=tokens, labels=tokens).loss)
+    embed = 2 * p["vocab"] * p["dim"]  # untied: embedding and LM head
+    n = sum(w.numel() for w in model.parameters()) - embed
+    info = {"model": what, "params": n + embed, "n_active_no_embed": n,
+            "optimizer": "fused AdamW", "flops": "6N + 6 V d (head)"
+            + (" + 6 L d T (causal attention)" if attention else ""),
+            "size": {k: p[k] for k in ("dim", "layers", "inter", "heads", "vocab")}}
+    return Built(model, opt, step, _peer_flops(n, T, attention, p), info,
+                 named={model.get_output_embeddings(): "loss"})
+
+
+def build_llama(B, T, device, small=False) -> Built:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    p = dict(PEER, layers=2, dim=64, inter=128, heads=4) if small else PEER
+    cfg = LlamaConfig(vocab_size=PEER["vocab"], hidden_size=p["dim"],
+                      intermediate_size=p["inter"], num_hidden_layers=p["layers"],
+                      num_attention_heads=p["heads"], num_key_value_heads=p["heads"],
+                      max_position_embeddings=T, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    with torch.device(device):
+        try:
+            model = LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa",
+                                                  dtype=torch.float32)
+        except TypeError:  # transformers 4: torch_dtype
+            model = LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa",
+                                                  torch_dtype=torch.float32)
+    return _peer(model, B, T, device, True, "transformers LlamaForCausalLM, SDPA attention", p)
+
+
+def build_gla(B, T, device) -> Built:
+    from fla.models import GLAConfig, GLAForCausalLM
+
+    cfg = GLAConfig(hidden_size=PEER["dim"], num_hidden_layers=PEER["layers"],
+                    vocab_size=PEER["vocab"], max_position_embeddings=T)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = GLAForCausalLM(cfg).float()
+    return _peer(model, B, T, device, False, "fla GLAForCausalLM (defaults, chunk mode)")
+
+
+# ---- agreement checks ----------------------------------------------------------------------
+def _rel(a, b) -> float:
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def _timed(fn, reps: int, device) -> tuple[float, float]:
+    """(ms per call, peak GiB over the calls) of fn(), after one warm-up call."""
+    fn()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    ms = 1e3 * (time.perf_counter() - t0) / reps
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
+    return ms, peak
+
+
+def check_loss(device, N=16_380, d=896, V=64_256, cap=15.0, reps=3) -> dict:
+    """The head loss on one batch of hymo_750m: plain against chunked (Triton rows and
+    PyTorch rows) under bf16 autocast: agreement of loss, dh, dW; fwd+bwd time and peak."""
+    gen = torch.Generator(device).manual_seed(0)
+    h = torch.randn(N, d, device=device, generator=gen).requires_grad_()
+    w = (torch.randn(V, d, device=device, generator=gen) * d ** -0.5).requires_grad_()
+    t = torch.randint(0, V, (N,), device=device, generator=gen)
+    paths = {"plain": lambda: plain_softcap_cross_entropy(h, w, t, cap)}
+    for backend in ("triton", "torch") if device == "cuda" else ("torch",):
+        paths[f"chunked_{backend}"] = (
+            lambda b=backend: linear_softcap_cross_entropy(h, w, t, cap, backend=b))
+    out, ref = {"shape": f"N={N}, d={d}, V={V}, soft-cap {cap}, bf16 autocast"}, None
+    for name, loss_fn in paths.items():
+        def run(loss_fn=loss_fn):
+            with torch.autocast(device, dtype=torch.bfloat16):
+                loss = loss_fn()
+            return (loss, *torch.autograd.grad(loss, (h, w)))
+        ms, peak = _timed(run, reps, device)
+        got = run()
+        row = {"fwd_bwd_ms": round(ms, 3), "peak_GiB": round(peak, 3)}
+        if ref is None:
+            ref = got
+        else:
+            row.update({f"rel_{k}": _rel(a, b) for k, a, b in zip(("loss", "dh", "dW"), got,
+                                                                    ref, strict=True)})
+        out[name] = row
+    return out
+
+
+def check_gdn_block(device, B=4, T=4096, reps=5) -> dict:
+    """One hymo_750m GDN block, compiled against eager (bf16 autocast): output and every
+    gradient, and the fwd+bwd time of each."""
+    config = replace(load_config("hymo_750m").model, max_seq_len=T)
+    torch.manual_seed(0)
+    with torch.device(device):
+        block = GDNBlock(config, layer_idx=1)
+        x = torch.randn(B, T, config.dim).requires_grad_()
+        r = torch.randn(B, T, config.dim)
+    params = [x, *block.parameters()]
+    out, ref = {"shape": f"B={B}, T={T}, bf16 autocast"}, None
+    for impl in ("eager", "compiled"):
+        block.impl = impl
+        t0 = time.perf_counter()
+
+        def run():
+            with torch.autocast(device, dtype=torch.bfloat16):
+                y = block(x)
+            return (y, *torch.autograd.grad((y.float() * r).sum(), params))
+        got = run()  # first call: compiles
+        first = time.perf_counter() - t0
+        ms, peak = _timed(run, reps, device)
+        row = {"fwd_bwd_ms": round(ms, 3), "peak_GiB": round(peak, 3),
+               "first_call_s": round(first, 1)}
+        if ref is None:
+            ref = got
+        else:
+            rels = [_rel(a, b) for a, b in zip(got, ref, strict=True)]
+            row.update({"rel_output": rels[0], "rel_grad_x": rels[1],
+                        "max_rel_param_grad": max(rels[2:])})
+        out[impl] = row
+    return out

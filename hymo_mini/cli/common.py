@@ -1,0 +1,106 @@
+"""What every ``hymo-mini`` command shares: one-line errors with exit status 2, --help with
+the defaults, and the one device check."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hymo_mini.config import ConfigError
+from hymo_mini.model_config import did_you_mean
+
+__all__ = ["COMMANDS", "CommandLineError", "Parser", "parse", "parse_device", "run"]
+
+COMMANDS = {
+    "config": "print a config (preset or YAML file) with its derived fields",
+    "params": "active and stored parameter counts per component",
+    "figures": "draw the package's figures of the model into a folder",
+    "train": "train a model on text (--distributed: on several processes, under torchrun)",
+    "convert-checkpoint": "write the single-file checkpoint of a distributed run's DCP folder",
+}
+
+
+class CommandLineError(ValueError):
+    """A command-line value that cannot be used; the message is the whole explanation."""
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except where there is none to show."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage block) and the defaults in --help."""
+
+    def __init__(self, **kwargs):
+        super().__init__(formatter_class=_Help, **kwargs)
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def parse_device(text: str):
+    """A torch.device this machine has, or a CommandLineError listing the ones it has."""
+    import torch
+
+    available = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        available.append("mps")
+    have = ", ".join(available)
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        hint = did_you_mean(text, available)
+        raise CommandLineError(f"--device {text!r}: not a device name{hint}; "
+                               f"this machine has {have}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise CommandLineError(f"--device {text}: no CUDA GPU is available here; "
+                               f"this machine has {have}")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise CommandLineError(f"--device {text}: there are {torch.cuda.device_count()} CUDA "
+                               f"devices; this machine has {have}")
+    if device.type not in ("cpu", "cuda") and str(device) not in available:
+        raise CommandLineError(f"--device {text}: not available; this machine has {have}")
+    return device
+
+
+def parse(parser: Parser, argv: list[str]):
+    """(args, None), or (None, exit status) after --help or a usage error."""
+    try:
+        return parser.parse_args(argv), None
+    except SystemExit as done:
+        return None, int(done.code or 0)
+
+
+def _errors():
+    from hymo_mini.data import DataError
+    from hymo_mini.train import CheckpointError
+    from hymo_mini.train.distributed import DistributedError
+
+    return (ConfigError, DataError, CheckpointError, CommandLineError, DistributedError)
+
+
+def _reports(err: Exception) -> bool:
+    """Whether this process prints ``err``: every process of a one-process run; of a
+    distributed run rank 0, which has the same error as the others, unless the error says
+    every rank must speak (one that cannot reach rank 0)."""
+    import os
+
+    return os.environ.get("RANK", "0") == "0" or getattr(err, "every_rank", False)
+
+
+def run(prog: str, command) -> int:
+    try:
+        return int(command() or 0)
+    except _errors() as err:
+        if _reports(err):
+            text = " ".join(str(err).split())  # one line, whatever the message's layout
+            print(f"{prog}: error: {text}", file=sys.stderr)
+        return 2
+
+

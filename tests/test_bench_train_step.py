@@ -1,0 +1,37 @@
+"""benchmarks/train_step.py on the CPU (--smoke: the tiny model): the fast path (with the
+eager GDN block, whose compiled form test_gdn_compile checks) and the reference path run,
+start from the same loss, and the JSON holds the documented fields with the step's time
+split by component."""
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import train_step  # noqa: E402
+from hymo_mini import blocks  # noqa: E402
+
+
+def test_smoke_run_writes_the_report(tmp_path, monkeypatch):
+    monkeypatch.setattr(blocks, "COMPILE_BACKEND", "aot_eager")  # main sets it; restored after
+    out = tmp_path / "step.json"
+    cases = ["hybrid_fast_eager_gdn_b4t4096", "hybrid_reference_b4t4096", "no_such_case"]
+    assert train_step.main(["--device", "cpu", "--smoke", "--cases", *cases, "--warmup", "1",
+                            "--steps", "1", "--profile-steps", "1", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert {"date", "command", "hardware", "peak_tflops", "settings"} <= set(report)
+    assert set(report["cases"]) == set(cases[:2]) and report["checks"] == {}
+    fast, ref = (report["cases"][name] for name in cases[:2])
+    assert "error" not in fast and "error" not in ref, (fast.get("error"), ref.get("error"))
+    assert fast["config"]["loss_impl"] == "chunked" and ref["config"]["loss_impl"] == "plain"
+    assert fast["config"]["moe_impl"] == "auto" and ref["config"]["moe_impl"] == "loop"
+    # the same model and batch: the first step's loss agrees before any update
+    assert abs(fast["loss_first_steps"][0] - ref["loss_first_steps"][0]) < 1e-3
+    for key in ("step_ms", "tokens_per_s", "mfu", "mfu_6N", "busy_share", "flops_per_token"):
+        assert fast[key] > 0, key
+    parts = fast["profile"]["components_ms"]
+    assert {"gdn_other", "mla_attention", "moe", "loss", "optimizer"} <= set(parts)
+    assert set(report["ratios"]) == {"hybrid_fast_eager_gdn_b4t4096 / hybrid_reference_b4t4096"}
+    assert report["targets_hybrid_b4t4096"] == {}  # no hybrid_fast_b4t4096 in this run

@@ -1,0 +1,161 @@
+"""The chunked head loss equals the plain one: values and gradients, soft-cap on and off,
+fp32 and bf16 autocast, ignored rows, chunks that do not divide the rows, the Triton row
+kernel (interpreted on CPU) and its PyTorch twin; and the model's switch between them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hymo_mini.config import ConfigError, ModelConfig, load_config, replace
+from hymo_mini.loss import (
+    linear_softcap_cross_entropy,
+    plain_softcap_cross_entropy,
+    resolve_loss_impl,
+    softcap_ce_rows_torch,
+)
+from hymo_mini.model import build_hymo
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Relative RMS difference of a against the reference b."""
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def inputs(N=37, d=24, V=300, scale=3.0, ignored=(3, 10)):
+    h = (torch.randn(N, d) * scale).requires_grad_()
+    w = torch.randn(V, d).requires_grad_()
+    t = torch.randint(0, V, (N,))
+    t[list(ignored)] = -100
+    return h, w, t
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=pytest.mark.triton)])
+@pytest.mark.parametrize("cap", [15.0, 2.0, 0.0])
+def test_chunked_equals_plain_fp32(backend, cap):
+    h, w, t = inputs()
+    ref = plain_softcap_cross_entropy(h, w, t, cap)
+    ref_grads = torch.autograd.grad(ref * 0.7, (h, w))  # a loss weight, as MTP's
+    got = linear_softcap_cross_entropy(h, w, t, cap, chunk_rows=8, backend=backend)
+    grads = torch.autograd.grad(got * 0.7, (h, w))
+    assert got.dtype == torch.float32
+    assert rel(got, ref) < 1e-6
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert rel(g, r) < 1e-5
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=pytest.mark.triton)])
+def test_chunked_equals_plain_under_bf16_autocast(backend):
+    h, w, t = inputs(ignored=())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = plain_softcap_cross_entropy(h, w, t, 15.0)
+        got = linear_softcap_cross_entropy(h, w, t, 15.0, chunk_rows=16, backend=backend)
+    ref_grads = torch.autograd.grad(ref, (h, w))
+    grads = torch.autograd.grad(got, (h, w))
+    assert rel(got, ref) < 1e-5  # the same bf16 logits, soft-capped in fp32 by both
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert g.dtype == torch.float32  # the gradients of fp32 leaves
+        assert rel(g, r) < 2e-2  # dlogits rounded to bf16 by both; dW summed per chunk
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cap", [15.0, 0.0])
+def test_triton_rows_over_several_blocks(dtype, cap):
+    """The kernel's row loop (here 4 blocks of 64 columns, the last one partial) against
+    its PyTorch twin: loss per row and dz written over z."""
+    from hymo_mini.loss_triton import softcap_ce_rows_triton
+
+    z = (torch.randn(9, 200) * 8).to(dtype)
+    t = torch.randint(0, 200, (9,))
+    t[4] = -100
+    loss_ref, dz_ref = softcap_ce_rows_torch(z, t, cap, -100, grad=True)
+    loss, dz = softcap_ce_rows_triton(z.clone(), t, cap, -100, grad=True, block=64)
+    assert rel(loss, loss_ref) < 1e-6 and loss[4] == 0
+    assert rel(dz.float(), dz_ref.float()) < (1e-6 if dtype == torch.float32 else 1e-2)
+    assert not dz[4].any()
+    loss_only, none = softcap_ce_rows_triton(z.clone(), t, cap, -100, grad=False, block=64)
+    assert none is None and rel(loss_only, loss_ref) < 1e-6
+
+
+def test_no_grad_computes_the_loss_alone():
+    h, w, t = inputs()
+    with torch.no_grad():
+        got = linear_softcap_cross_entropy(h, w, t, 15.0, chunk_rows=5)
+    assert not got.requires_grad
+    assert rel(got, plain_softcap_cross_entropy(h, w, t, 15.0)) < 1e-6
+
+
+def test_leading_dims_and_only_one_input_needing_grad():
+    h, w, t = inputs(N=12, ignored=(5,))
+    h3, t3 = h.detach().reshape(3, 4, -1), t.reshape(3, 4)
+    got = linear_softcap_cross_entropy(h3, w, t3, 15.0, chunk_rows=5)
+    (gw,) = torch.autograd.grad(got, (w,))
+    (rw,) = torch.autograd.grad(plain_softcap_cross_entropy(h3, w, t3, 15.0), (w,))
+    assert rel(gw, rw) < 1e-5
+
+
+def test_bad_inputs_say_what_is_wrong():
+    h, w, t = inputs(N=6, ignored=())
+    with pytest.raises(ValueError, match="share d"):
+        linear_softcap_cross_entropy(h[:, :5], w, t)
+    with pytest.raises(ValueError, match="leading shape"):
+        linear_softcap_cross_entropy(h, w, t[:5])
+    with pytest.raises(TypeError, match="integer"):
+        linear_softcap_cross_entropy(h, w, t.float())
+    with pytest.raises(ValueError, match="backend"):
+        linear_softcap_cross_entropy(h, w, t, backend="cuda")
+    with pytest.raises(ValueError, match="chunk_rows"):
+        linear_softcap_cross_entropy(h, w, t, chunk_rows=0)
+    with pytest.raises(ValueError, match="softcap"):
+        linear_softcap_cross_entropy(h, w, t, softcap=-1.0)
+
+
+# ---- the model's switch -------------------------------------------------------------------
+def tiny(**model):
+    """hymo_mini cut to 2 layers: one MLA (with its MoE) and one GDN."""
+    base = load_config("hymo_mini").model
+    return replace(base, **{"n_layers": 2, "mla_every": 2, "max_seq_len": 64, **model})
+
+
+def model_loss(config, tokens, autocast=False):
+    torch.manual_seed(0)
+    model = build_hymo(config)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        total, parts = model.loss(tokens)
+    total.backward()
+    grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    return total.detach(), parts, grads
+
+
+@pytest.mark.parametrize("model", [{}, {"logit_softcap": 0.0}, {"mtp_depth": 0,
+                                                                "mtp_loss_weights": ()}])
+def test_model_chunked_loss_equals_plain(model):
+    tokens = torch.randint(0, 256, (2, 17))
+    ref = model_loss(tiny(loss_impl="plain", **model), tokens)
+    got = model_loss(tiny(loss_impl="chunked", **model), tokens)
+    assert rel(got[0], ref[0]) < 1e-6
+    assert got[1].keys() == ref[1].keys()
+    assert all(rel(got[1][k], ref[1][k]) < 1e-6 for k in ref[1])
+    assert got[2].keys() == ref[2].keys()  # every parameter that had a gradient has one
+    assert all(rel(got[2][k], ref[2][k]) < 1e-5 for k in ref[2]), [
+        k for k in ref[2] if rel(got[2][k], ref[2][k]) >= 1e-5]
+
+
+def test_model_chunked_loss_equals_plain_under_bf16_autocast():
+    tokens = torch.randint(0, 256, (2, 17))
+    ref = model_loss(tiny(loss_impl="plain"), tokens, autocast=True)
+    got = model_loss(tiny(loss_impl="chunked"), tokens, autocast=True)
+    assert rel(got[0], ref[0]) < 1e-5
+    assert all(rel(got[2][k], ref[2][k]) < 3e-2 for k in ref[2])
+
+
+def test_loss_impl_choice_and_errors():
+    assert resolve_loss_impl("auto", torch.device("cpu")) == "plain"
+    assert resolve_loss_impl("auto", torch.device("cuda")) == "chunked"
+    assert resolve_loss_impl("chunked", torch.device("cpu")) == "chunked"
+    with pytest.raises(ValueError, match="loss_impl"):
+        resolve_loss_impl("fused", torch.device("cpu"))
+    with pytest.raises(ConfigError, match="loss_impl.*did you mean 'chunked'"):
+        ModelConfig(loss_impl="chunk")
