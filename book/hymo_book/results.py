@@ -30,7 +30,12 @@ PRODUCERS = {
                           "fla_chunk --out book/results/{name}"),
     "chunk_sweep": "python3 benchmarks/gdn_chunk_profile.py --sweep --out book/results/{name}",
     "gdn_": "python3 benchmarks/gdn.py --out book/results/{name}",
+    "gated_delta": "python3 benchmarks/gated_delta.py --out book/results/{name}",
+    "moe_dispatch": "python3 benchmarks/moe_dispatch.py --out book/results/{name}",
+    "mqar_seeds": "python3 benchmarks/mqar_seeds.py --out book/results/{name}",
     "mqar_": "python3 benchmarks/mqar.py --out book/results/{name}",
+    "fsdp_": "python3 benchmarks/fsdp_one_gpu.py --out book/results/{name}",
+    "train_step": "python3 benchmarks/train_step.py --out book/results/{name}",
     "optimizers": "python3 benchmarks/optimizers.py --out book/results/{name}",
     "train_": "python3 benchmarks/train_throughput.py --out book/results/{name}",
     "mini_step": "python3 benchmarks/mini_step.py --out book/results/{name}",
@@ -102,7 +107,7 @@ def run_info(report: dict) -> dict:
     if meta.get("gpu"):
         hardware = meta["gpu"]
     else:
-        cpu = meta.get("cpu") or meta.get("processor") or "CPU"
+        cpu = meta.get("cpu") or meta.get("processor") or meta.get("device") or "CPU"
         cores = meta.get("cores") or meta.get("cpu_count")
         threads = meta.get("torch_threads")
         hardware = cpu + (f", {cores} cores" if cores else "") + (

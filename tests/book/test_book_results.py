@@ -33,6 +33,8 @@ def test_a_missing_file_names_the_path_and_the_command_that_writes_it(tmp_path, 
                                             "book/results/mqar_gpu.json"),
                           ("optimizers_cpu.json", "benchmarks/optimizers.py"),
                           ("train_h100.json", "benchmarks/train_throughput.py"),
+                          ("mqar_seeds_h100.json", "benchmarks/mqar_seeds.py"),
+                          ("train_step_h100.json", "benchmarks/train_step.py"),
                           ("gdn_h100_2027.json", "benchmarks/gdn.py")):
         with pytest.raises(FileNotFoundError) as err:
             results.load_result(name)
