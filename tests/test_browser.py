@@ -71,6 +71,9 @@ def test_widget_slider_changes_figure(browser, tmp_path):
     served = tmp_path / "served"
     served.mkdir()
     shutil.copy(chapter, served / chapter.name)
+    for helper in ("hymo_book", "results"):  # what the chapter imports and reads, beside it
+        shutil.copytree(REPO / "book" / helper, served / helper,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     with jupyter_lab(served, tmp_path / "lab") as (base, token):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"{base}/lab/tree/{chapter.name}?token={token}")
