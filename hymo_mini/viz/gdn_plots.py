@@ -86,7 +86,10 @@ def decay_spectrum_figure(gate: float = 0.5, a_log_shift: float = 0.0,
     fig.colorbar(image, ax=ax_map, label="kept per step, exp(g·A)")
     ax_map.set_xlabel("state dimension n")
     ax_map.set_ylabel("head h")
-    ax_map.set_title(f"decay per step, g = {gate:g}, A_log shift {a_log_shift:+g}", fontsize=10)
+    # a slider's float arithmetic leaves digits such as +1.77636e-15 behind: show 6 decimals
+    shift = round(a_log_shift, 6) + 0.0  # + 0.0: no "-0"
+    ax_map.set_title(f"decay per step, g = {round(gate, 6):g}, A_log shift {shift:+g}",
+                     fontsize=10)
     heads = [r["head"] for r in rows]
     ax_life.semilogy(heads, [r["half_life"] for r in rows], "o-", ms=3, color="#1b9e77",
                      label=f"half-life at g = {gate:g}")
