@@ -19,7 +19,13 @@ Readings chosen where the document contradicts itself (the book shows each one):
 
 * MLA positions. The text says layers {0, 4, ..., 28} five times, with a rationale
   and a per-layer RoPE table; the closing figure draws MLA at 3, 7, ..., 31. We take
-  the text (``mla_offset = 0``); the figure's layout is ``mla_offset = 3``.
+  the figure's layout, the MLA layer *last* in each group of four
+  (``mla_position = "last"``), on the evidence of the associative-recall experiment
+  (book/results/mqar_seeds_h200_2026-12-01.json: three seeds, the same 1,000 steps for
+  every variant): the 3:1 hybrids with MLA last learned the task in 3 of 6 runs (both
+  GDN rules), those with MLA first in none, and neither did all-MLA or all-GDN. The seeds
+  disagree about MLA last too (1 of 3 and 2 of 3 runs), so the evidence is a preference,
+  not a proof. ``mla_position = "first"`` gives the text's layout.
 * NoPE-hybrid positions. The document lists {3, 7, ..., 27} and calls them "the GDN
   layer immediately after each MLA layer". With MLA at {0, 4, ...} those layers sit
   immediately *before* the next MLA layer, which is what we compute (and it gives the

@@ -168,7 +168,8 @@ def kv_cache_bytes_per_token(config: ModelConfig, cache_dtype_bytes: int = 2) ->
 
 def hybrid_layer_counts(n_layers: int, gdn_per_mla: int) -> tuple[int, int]:
     """(MLA layers, GDN layers) when one MLA layer opens every ``gdn_per_mla + 1`` layers
-    (the layout rule of ``ModelConfig`` with ``mla_offset = 0``)."""
+    (``ModelConfig``'s layout rule: one MLA layer in each group; counts do not depend on
+    where in the group it sits)."""
     if not isinstance(gdn_per_mla, int) or gdn_per_mla < 0:
         raise ValueError(f"gdn_per_mla must be a non-negative integer, got {gdn_per_mla!r}")
     if not isinstance(n_layers, int) or n_layers <= 0:

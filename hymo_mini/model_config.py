@@ -70,7 +70,7 @@ class ModelConfig:
     dim: int = 896
     n_layers: int = 32
     mla_every: int = 4  # one MLA block in every `mla_every` layers (3:1 hybrid); 0: no MLA
-    mla_offset: int = 0  # the text's layout {0, 4, ..., 28}; 3 gives the figure's
+    mla_position: str = "last"  # MLA in each group of mla_every: "last" (3, 7, ...) or "first"
     max_seq_len: int = 4_096
     norm_eps: float = 1e-6
     logit_softcap: float = 15.0  # 0 disables the cap
@@ -125,7 +125,7 @@ class ModelConfig:
             object.__setattr__(self, "mtp_loss_weights", tuple(self.mtp_loss_weights))
         name = "ModelConfig"
         _integers(
-            self, "vocab_size", "dim", "n_layers", "mla_every", "mla_offset", "max_seq_len",
+            self, "vocab_size", "dim", "n_layers", "mla_every", "max_seq_len",
             "n_heads", "n_kv_groups", "head_dim", "qk_rope_head_dim", "v_head_dim",
             "q_lora_rank", "kv_lora_rank", "gdn_d_inner", "gdn_headdim", "gdn_d_state",
             "gdn_d_conv", "gdn_rope_dim", "n_routed_experts", "n_shared_experts",
@@ -140,14 +140,12 @@ class ModelConfig:
             "capacity_factor", "router_init_std", "load_ema_alpha", "bias_update_rate",
             "mtp_inter_dim", "hc_mult", "hc_sinkhorn_iters",
         )
-        for non_negative in ("mla_every", "mla_offset", "n_shared_experts", "mtp_depth",
+        for non_negative in ("mla_every", "n_shared_experts", "mtp_depth",
                              "logit_softcap", "load_deadband", "qk_rope_head_dim",
                              "gdn_rope_dim"):
             _require(getattr(self, non_negative) >= 0, f"{name}.{non_negative}",
                      f"must be >= 0, got {getattr(self, non_negative)!r}")
-        _require(self.mla_offset < max(self.mla_every, 1), f"{name}.mla_offset",
-                 f"must be smaller than mla_every={self.mla_every} (0 when mla_every=0, "
-                 f"the all-GDN stack), got {self.mla_offset}")
+        _one_of(self.mla_position, f"{name}.mla_position", ("first", "last"))
         _require(self.n_heads % self.n_kv_groups == 0, f"{name}.n_kv_groups",
                  f"n_heads={self.n_heads} must be divisible by n_kv_groups={self.n_kv_groups}")
         _require(self.qk_rope_head_dim % 2 == 0, f"{name}.qk_rope_head_dim",
@@ -201,11 +199,12 @@ class ModelConfig:
 
     @property
     def mla_positions(self) -> tuple[int, ...]:
-        """Layers i with i % mla_every == mla_offset; none when mla_every = 0 (all-GDN).
-        mla_every = 1 is the all-MLA stack."""
+        """One MLA layer in each group of ``mla_every`` layers, the group's first or last
+        (``mla_position``); none when mla_every = 0 (all-GDN); mla_every = 1 is all-MLA."""
         if self.mla_every == 0:
             return ()
-        return tuple(i for i in range(self.n_layers) if i % self.mla_every == self.mla_offset)
+        place = 0 if self.mla_position == "first" else self.mla_every - 1
+        return tuple(i for i in range(self.n_layers) if i % self.mla_every == place)
 
     @property
     def gdn_positions(self) -> tuple[int, ...]:
@@ -215,7 +214,8 @@ class ModelConfig:
     @property
     def nope_gdn_positions(self) -> tuple[int, ...]:
         """GDN layers that skip RoPE when ``nope_hybrid_gdn`` is on: the GDN layer just
-        before each MLA layer (the document's {3, 7, ..., 27} for the text's layout)."""
+        before each MLA layer (the document's {3, 7, ..., 27} for its text's layout, MLA
+        first in each group)."""
         if not self.nope_hybrid_gdn:
             return ()
         gdn = set(self.gdn_positions)

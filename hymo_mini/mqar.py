@@ -101,13 +101,13 @@ def mqar_batch(task: MQARTask, batch_size: int, generator: torch.Generator):
 # "MLA first" is the document's text layout (MLA at 0, 4, ...), "MLA last" its figure's
 # (MLA at 3, 7, ...); with 4 layers each hybrid has one MLA layer and three GDN layers.
 VARIANTS = {
-    "GDN (gla)": dict(mla_every=0, mla_offset=0, gdn_rule="gla"),
-    "GDN (delta)": dict(mla_every=0, mla_offset=0, gdn_rule="delta"),
-    "MLA": dict(mla_every=1, mla_offset=0, gdn_rule="gla"),
-    "3:1 MLA first (gla)": dict(mla_every=4, mla_offset=0, gdn_rule="gla"),
-    "3:1 MLA first (delta)": dict(mla_every=4, mla_offset=0, gdn_rule="delta"),
-    "3:1 MLA last (gla)": dict(mla_every=4, mla_offset=3, gdn_rule="gla"),
-    "3:1 MLA last (delta)": dict(mla_every=4, mla_offset=3, gdn_rule="delta"),
+    "GDN (gla)": dict(mla_every=0, gdn_rule="gla"),
+    "GDN (delta)": dict(mla_every=0, gdn_rule="delta"),
+    "MLA": dict(mla_every=1, gdn_rule="gla"),
+    "3:1 MLA first (gla)": dict(mla_every=4, mla_position="first", gdn_rule="gla"),
+    "3:1 MLA first (delta)": dict(mla_every=4, mla_position="first", gdn_rule="delta"),
+    "3:1 MLA last (gla)": dict(mla_every=4, mla_position="last", gdn_rule="gla"),
+    "3:1 MLA last (delta)": dict(mla_every=4, mla_position="last", gdn_rule="delta"),
 }
 
 

@@ -58,19 +58,20 @@ def test_production_values_match_the_document():
 
 def test_derived_layout_variants():
     m = ModelConfig()
+    assert m.mla_positions == (3, 7, 11, 15, 19, 23, 27, 31)  # MLA last in each group of four
     assert m.nope_gdn_positions == ()
     nope = dataclasses.replace(m, nope_hybrid_gdn=True)
-    assert nope.nope_gdn_positions == (3, 7, 11, 15, 19, 23, 27)
-    figure = dataclasses.replace(m, mla_offset=3)
-    assert figure.mla_positions == (3, 7, 11, 15, 19, 23, 27, 31)
-    assert dataclasses.replace(figure, nope_hybrid_gdn=True).nope_gdn_positions == (
-        2, 6, 10, 14, 18, 22, 26, 30)
+    assert nope.nope_gdn_positions == (2, 6, 10, 14, 18, 22, 26, 30)  # just before each MLA
+    text = dataclasses.replace(m, mla_position="first")  # the layout of the document's text
+    assert text.mla_positions == (0, 4, 8, 12, 16, 20, 24, 28)
+    assert dataclasses.replace(text, nope_hybrid_gdn=True).nope_gdn_positions == (
+        3, 7, 11, 15, 19, 23, 27)  # the document's list
     all_gdn = dataclasses.replace(m, mla_every=0)
     assert all_gdn.mla_positions == () and all_gdn.layer_types == ("gdn",) * 32
     all_mla = dataclasses.replace(m, mla_every=1)
     assert all_mla.gdn_positions == () and all_mla.nope_gdn_positions == ()
     mini = load_config("hymo_mini").model
-    assert mini.layer_types == ("mla", "gdn", "gdn", "gdn", "mla", "gdn", "gdn", "gdn")
+    assert mini.layer_types == ("gdn", "gdn", "gdn", "mla", "gdn", "gdn", "gdn", "mla")
     assert mini.moe_capacity(1) == 1  # never zero slots
 
 
@@ -123,14 +124,13 @@ MODEL_ERRORS = [
     (dict(dim=True), "dim"),
     (dict(logit_softcap=-1.0), "logit_softcap"),
     (dict(mtp_depth=-1, mtp_loss_weights=()), "mtp_depth"),
-    (dict(mla_offset=4), "mla_offset"),
+    (dict(mla_position="middle"), "mla_position"),
     (dict(load_ema_alpha=1.5), "load_ema_alpha"),
     (dict(gdn_residual="none"), "gdn_residual"),
     (dict(gdn_backend="cuda"), "gdn_backend"),
     (dict(embed_init="xavier"), "embed_init"),
     (dict(gdn_rule="delta-net"), "gdn_rule"),
     (dict(mla_every=-1), "mla_every"),
-    (dict(mla_every=0, mla_offset=1), "mla_offset"),
 ]
 
 

@@ -43,7 +43,7 @@ def decode_all(model, tokens, prefill):
     dict(gdn_rule="delta"),
     dict(mla_every=0, n_layers=3),  # all GDN
     dict(mla_every=1, n_layers=2),  # all MLA
-    dict(nope_hybrid_gdn=True, gdn_residual="document", mla_offset=3),
+    dict(nope_hybrid_gdn=True, gdn_residual="document", mla_position="first"),
 ])
 @pytest.mark.parametrize("prefill", [0, 7])
 def test_cached_logits_equal_full_forward(fields, prefill):

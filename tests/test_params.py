@@ -32,8 +32,8 @@ VARIANTS = [
     dict(gdn_residual="document"),
     dict(gdn_rule="delta"),
     dict(nope_hybrid_gdn=True),
-    dict(mla_offset=3),
-    dict(mla_every=0, mla_offset=0),  # all GDN: no attention, no MoE
+    dict(mla_position="first"),
+    dict(mla_every=0),  # all GDN: no attention, no MoE
     dict(mla_every=1),  # all MLA
     dict(mtp_depth=0, mtp_loss_weights=()),
     dict(mtp_depth=3, mtp_loss_weights=(0.3, 0.2, 0.1), mtp_inter_dim=40),

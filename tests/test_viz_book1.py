@@ -29,7 +29,7 @@ def _texts(fig: Figure) -> str:
 
 # ---- chapter 01/03: arch ---------------------------------------------------------------
 def test_layer_map_draws_one_box_per_layer_coloured_by_type():
-    fig = arch.layer_map_figure(mla_every=4, mla_offset=0, n_layers=32)
+    fig = arch.layer_map_figure(mla_every=4, mla_position="first", n_layers=32)
     boxes = _boxes(fig)
     assert len(boxes) == 32
     mla = [i for i, b in enumerate(boxes) if b.get_facecolor()[:3] == pytest.approx(
@@ -43,8 +43,8 @@ def test_layer_map_draws_one_box_per_layer_coloured_by_type():
 
 
 def test_layer_map_rejects_an_impossible_layout():
-    with pytest.raises(ConfigError, match="mla_offset"):
-        arch.layer_map_figure(mla_every=4, mla_offset=4)
+    with pytest.raises(ConfigError, match="mla_position"):
+        arch.layer_map_figure(mla_every=4, mla_position="middle")
 
 
 def test_cost_curves_title_reports_the_cost_model():

@@ -136,7 +136,7 @@ def activation_bytes_per_token(config: ModelConfig | HyMoConfig, *, device="cpu"
     m = config.model if isinstance(config, HyMoConfig) else config
     kinds = sorted(set(m.layer_types))
     probe = replace(m, n_layers=len(kinds), mla_every=len(kinds) if "mla" in kinds else 0,
-                    mla_offset=0, max_seq_len=max(m.max_seq_len, tokens + 1))
+                    mla_position="first", max_seq_len=max(m.max_seq_len, tokens + 1))
     if len(kinds) == 1 and kinds == ["mla"]:
         probe = replace(probe, mla_every=1)
     torch.manual_seed(0)

@@ -43,21 +43,22 @@ def _draw_layers(ax, types: tuple[str, ...], y: float, nope: tuple[int, ...] = (
                 rotation=90, color="white", fontweight="bold")
 
 
-def layer_map_figure(mla_every: int = 4, mla_offset: int = 0, n_layers: int = 32,
-                     nope_hybrid_gdn: bool = False, compare_offset: int | None = None) -> Figure:
+def layer_map_figure(mla_every: int = 4, mla_position: str = "last", n_layers: int = 32,
+                     nope_hybrid_gdn: bool = False, compare_position: str | None = None) -> Figure:
     """The layer layout ``ModelConfig`` derives: one box per layer, MLA (+MoE) or GDN.
-    ``compare_offset`` draws a second row with another ``mla_offset`` (3 is the layout
-    of the document's closing figure). Hatched boxes are GDN layers without RoPE."""
-    rows = [mla_offset] + ([] if compare_offset is None else [compare_offset])
+    ``compare_position`` draws a second row with the MLA layer elsewhere in each group
+    ("first" is the layout of the document's text, "last" that of its closing figure).
+    Hatched boxes are GDN layers without RoPE."""
+    rows = [mla_position] + ([] if compare_position is None else [compare_position])
     fig = Figure(figsize=(max(6.0, 0.33 * n_layers + 2), 1.3 + 1.0 * len(rows)))
     ax = fig.subplots()
     labels = []
-    for r, offset in enumerate(rows):
-        m = replace(_production(), n_layers=n_layers, mla_every=mla_every, mla_offset=offset,
+    for r, position in enumerate(rows):
+        m = replace(_production(), n_layers=n_layers, mla_every=mla_every, mla_position=position,
                     nope_hybrid_gdn=nope_hybrid_gdn)
         y = len(rows) - 1 - r
         _draw_layers(ax, m.layer_types, y, m.nope_gdn_positions)
-        labels.append((y + 0.4, f"offset {offset}\n{len(m.mla_positions)} MLA + "
+        labels.append((y + 0.4, f"MLA {position}\n{len(m.mla_positions)} MLA + "
                                 f"{len(m.gdn_positions)} GDN"))
     ax.set_xlim(-0.2, n_layers)
     ax.set_ylim(-0.1, len(rows) - 0.1)
@@ -249,7 +250,7 @@ def checkpoint_figure(measurements: dict[str, dict[str, float]]) -> Figure:
 
 
 FIGURES = {
-    "layer_map.png": lambda: layer_map_figure(compare_offset=3),
+    "layer_map.png": lambda: layer_map_figure(compare_position="first"),
     "cost_vs_T.png": lambda: cost_curves_figure(3, 4096),
     "hybrid_share.png": lambda: hybrid_share_figure(),
     "softcap.png": lambda: softcap_figure(15.0),

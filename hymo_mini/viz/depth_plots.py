@@ -87,7 +87,7 @@ def embedding_rows(config: ModelConfig, tokens: torch.Tensor, seed: int = 0) -> 
     at the config's width is built and its embedding looked up."""
     from hymo_mini.model import HyMo
 
-    small = replace(config, n_layers=1, mla_every=0, mla_offset=0, vocab_size=256, mtp_depth=0,
+    small = replace(config, n_layers=1, mla_every=0, vocab_size=256, mtp_depth=0,
                     mtp_loss_weights=(), gdn_d_inner=config.gdn_headdim)
     torch.manual_seed(seed)
     with torch.no_grad():
