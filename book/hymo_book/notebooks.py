@@ -36,11 +36,17 @@ def chapters(book: Path = BOOK) -> list[Path]:
 
 
 def normalize(nb) -> None:
-    """In place: the kernelspec JupyterLab writes, no execution timestamps, and a readable
-    text fallback for widget outputs."""
+    """In place: the kernelspec JupyterLab writes, no execution timestamps, a readable
+    text fallback for widget outputs, and solution cells (tag ``solution``) collapsed in
+    JupyterLab and a dropdown on the site (tag ``hide-input``)."""
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+        tags = cell.metadata.get("tags", [])
+        if "solution" in tags:
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            if "hide-input" not in tags:
+                cell.metadata["tags"] = [*tags, "hide-input"]
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             text = "".join(data.get("text/plain", ""))

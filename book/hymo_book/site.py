@@ -42,9 +42,23 @@ def chapters(book_dir: Path = BOOK) -> list[Path]:
 
 
 def write_toc(book_dir: Path, path: Path) -> Path:
-    """A Jupyter Book ``_toc.yml``: README as the root, then every chapter."""
-    lines = ["format: jb-book", "root: README", "chapters:"]
-    lines += [f"- file: {p.stem}" for p in chapters(book_dir)]
+    """A Jupyter Book ``_toc.yml``: README as the root, then the parts of the reading order
+    (``hymo_book.curriculum.PARTS``) with the chapters that exist on disk; a chapter file
+    outside the reading order goes in a last part, so that nothing is left off the site."""
+    from hymo_book.curriculum import PARTS
+
+    on_disk = {p.stem for p in chapters(book_dir)}
+    lines = ["format: jb-book", "root: README", "parts:"]
+    placed = set()
+    for caption, stems in PARTS:
+        present = [s for s in stems if s in on_disk]
+        if present:
+            lines += [f"- caption: {caption}", "  chapters:"]
+            lines += [f"  - file: {s}" for s in present]
+            placed.update(present)
+    rest = sorted(on_disk - placed)
+    if rest:
+        lines += ["- caption: Other chapters", "  chapters:"] + [f"  - file: {s}" for s in rest]
     path.write_text("\n".join(lines) + "\n")
     return path
 
