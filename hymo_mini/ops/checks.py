@@ -1,5 +1,6 @@
-"""The one input check every GDN path shares, the compute dtype and start state of the
-plain PyTorch paths, and the result of an empty sequence.
+"""The one input check every GDN path shares, the Triton kernels' device check, the
+compute dtype and start state of the plain PyTorch paths, and the result of an empty
+sequence.
 
 Layouts (every rule, every backend): v (B, T, H, D); b, c (B, T, H, S); g (B, T, H);
 A (H, S); beta (B, T, H) for the delta rule; initial_state (B, H, S, D).
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["check_inputs", "compute_dtype", "start_state", "empty_sequence", "LAYOUTS"]
+__all__ = ["check_inputs", "check_triton_device", "compute_dtype", "start_state",
+           "empty_sequence", "LAYOUTS"]
 
 LAYOUTS = {"v": "(B, T, H, D)", "b": "(B, T, H, S)", "c": "(B, T, H, S)", "g": "(B, T, H)",
            "A": "(H, S)", "beta": "(B, T, H)", "initial_state": "(B, H, S, D)"}
@@ -69,6 +71,16 @@ def check_inputs(v, b, c, g, A, initial_state=None, beta=None, *,
     with torch.no_grad():
         if not bool(torch.isfinite(g).all() & torch.isfinite(A).all()):
             raise ValueError("the decay g * A must be finite: g or A contains inf or nan")
+
+
+def check_triton_device(v, interpret: bool, what: str, module: str, instead: str) -> None:
+    """Raise unless a Triton kernel can run where ``v`` is: compiled on a CUDA GPU, or under
+    the interpreter (``interpret``: TRITON_INTERPRET=1 was set before ``module`` was
+    imported, when the kernels were built). ``what`` names the kernel or backend asked
+    for, ``instead`` what runs anywhere."""
+    if v.device.type != "cuda" and not interpret:
+        raise RuntimeError(f"{what} needs a CUDA GPU, or the Triton interpreter on CPU: set "
+                           f"TRITON_INTERPRET=1 before {module} is imported, or use {instead}")
 
 
 def compute_dtype(v: torch.Tensor) -> torch.dtype:

@@ -1,11 +1,12 @@
-"""The helpers both plain-PyTorch chunk forms share (hymo_mini/ops/chunks.py) and the start
-state every plain path shares (hymo_mini/ops/checks.py): time cut into padded chunks and
-joined again, the causal decays of a chunk against their definition, and the errors."""
+"""The helpers the recurrence paths share: time cut into padded chunks and joined again,
+and the causal decays of a chunk against their definition (ops/chunks.py, both chunk
+forms); the start state (every plain path) and the device check of the Triton kernels
+(ops/checks.py)."""
 
 import pytest
 import torch
 
-from hymo_mini.ops.checks import compute_dtype, start_state
+from hymo_mini.ops.checks import check_triton_device, compute_dtype, start_state
 from hymo_mini.ops.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
 
 
@@ -51,3 +52,16 @@ def test_start_state_and_compute_dtype():
     assert zeros.shape == (2, 3, 6, 4) and zeros.dtype == torch.float64 and not zeros.any()
     h0 = torch.randn(2, 3, 6, 4)
     assert torch.equal(start_state(v, b, h0, torch.float64), h0.double())
+
+
+def test_triton_device_check_names_the_switch_and_the_way_out():
+    v = torch.zeros(1, 2, 1, 3)
+    check_triton_device(v, True, "the kernel", "some.module", "x")  # interpreted: runs
+    with pytest.raises(RuntimeError) as error:
+        check_triton_device(v, False, "the chunked Triton kernel", "hymo_mini.ops.gla.chunk_triton",
+                            "gated_linear_attention(..., backend='chunk_torch')")
+    message = str(error.value)
+    assert message.startswith("the chunked Triton kernel needs a CUDA GPU") and "\n" not in message
+    for part in ("TRITON_INTERPRET=1 before hymo_mini.ops.gla.chunk_triton is imported",
+                 "or use gated_linear_attention(..., backend='chunk_torch')"):
+        assert part in message
