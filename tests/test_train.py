@@ -186,6 +186,23 @@ def test_checkpoint_from_another_config(corpus, tmp_path):
         load_checkpoint(tmp_path / "other.pt")
 
 
+def test_the_config_check_both_checkpoint_kinds_share():
+    from hymo_mini.config import config_to_dict
+    from hymo_mini.train.checkpoint import check_same_config
+
+    cfg = tiny_config()
+    check_same_config("ckpt.pt", config_to_dict(cfg), cfg)  # the same config: no error
+    saved = config_to_dict(replace(cfg, model=replace(cfg.model, dim=32),
+                                   training=replace(cfg.training, seq_len=8)))
+    with pytest.raises(CheckpointError) as error:
+        check_same_config("out/dcp/step_00000004", saved, cfg)
+    lines = str(error.value).splitlines()
+    assert lines[0] == "'out/dcp/step_00000004' was written for another config; differences:"
+    assert [line.strip() for line in lines[1:-1]] == [  # every difference, sorted
+        "model.dim: checkpoint 32, now 64", "training.seq_len: checkpoint 8, now 16"]
+    assert "start a new run" in lines[-1]
+
+
 def test_checkpoint_is_never_half_written(tmp_path, monkeypatch):
     cfg = tiny_config()
     model = build_hymo(cfg)
