@@ -1,6 +1,7 @@
 """The training loop on several processes: :func:`train_distributed`.
 
-The same loop as :func:`hymo_mini.train.train`, step for step, with four differences:
+The loop of :func:`hymo_mini.train.train` itself (``loop._loop``, which both run), with
+four differences in the parts it is given:
 
     batch      this rank's rows of the global batch one process would draw    (rank_rows)
     gradients  FSDP2 reduce-scatters them: each rank gets the global mean of its shard
