@@ -16,17 +16,15 @@ runs out of memory is recorded as such and the next, shorter length is tried, un
 mode has run at one length. Reported per mode: steady tokens/s (after --warmup steps, which
 include compilation), peak allocated and reserved memory, the losses, and beside them the
 estimate of hymo_mini.train.memory.memory_per_gpu with per-token activations measured on
-this GPU. The JSON (hardware, date, command) is written after every mode.
+this GPU. The JSON (hardware, versions, date, command, git commit: benchmarks/record.py)
+is written after every mode.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -36,27 +34,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import record  # noqa: E402
 from hymo_mini.config import load_config, replace  # noqa: E402
 from hymo_mini.data import load_corpus  # noqa: E402
 from hymo_mini.train import fsdp_loop, loop  # noqa: E402
 from hymo_mini.train.distributed import close_distributed, init_distributed  # noqa: E402
 from hymo_mini.train.memory import activation_bytes_per_token, memory_per_gpu  # noqa: E402
-
-
-def hardware(device: torch.device) -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "cpu_count": os.cpu_count()}
-    if device.type == "cuda":
-        info.update(gpu=torch.cuda.get_device_name(device), cuda=torch.version.cuda,
-                    gpu_memory_gib=round(torch.cuda.get_device_properties(device).total_memory
-                                         / 2**30, 1))
-        try:
-            import triton
-
-            info["triton"] = triton.__version__
-        except ImportError:
-            pass
-    return info
 
 
 def _sync(device: torch.device) -> None:
@@ -153,21 +136,17 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--checkpointing", action="store_true", help="also fsdp_ac")
     p.add_argument("--budget-s", type=float, default=60.0, help="per mode, timed steps stop")
-    day = datetime.date.today().isoformat()
-    p.add_argument("--out", default=str(ROOT / "book" / "results" / f"fsdp_h200_{day}.json"))
+    p.add_argument("--out", default=None, help="default: book/results/fsdp_h200_<date>.json")
     args = p.parse_args(argv)
+    head = record.header(args.device, __file__, argv)
     device = torch.device(args.device)
     base = load_config(args.config)
     corpus = load_corpus()
     modes = ["plain", "fsdp"] + (["fsdp_ac"] if args.checkpointing else [])
-    result = {"benchmark": "fsdp_one_gpu",
-              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "command": "python3 " + " ".join([sys.argv[0]] + (sys.argv[1:] if argv is None
-                                                                 else list(argv))),
-              "hardware": hardware(device), "config": args.config, "batch": args.batch,
+    result = {"benchmark": "fsdp_one_gpu", **head, "config": args.config, "batch": args.batch,
               "optimizer": f"{base.optimizer.name} (normuon={base.optimizer.normuon})",
               "corpus": corpus.describe(), "attempts": [], "runs": []}
-    out = Path(args.out)
+    out = Path(args.out or ROOT / "book" / "results" / f"fsdp_h200_{head['date'][:10]}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     world = init_distributed(device.type, timeout_s=600)
     try:

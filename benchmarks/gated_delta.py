@@ -46,7 +46,8 @@ that traffic). targets: chunk_triton(_kernel, _kernel_tf32) fwd+bwd ≤
 past its time (those are listed in "skipped"); the JSON is rewritten after every case.
 
 JSON (default book/results/gated_delta_<gpu>_<date>.json):
-    environment  date, command, python, torch, triton, fla_core, gpu, copy_GBps, git_commit
+    environment  date, command, git_commit, the hardware and versions (fla_core too;
+                 benchmarks/record.py), copy_GBps
     settings     the arguments
     precision    {rule: {"tf32x3" | "tf32": {fwd_ms, fwdbwd_ms, peak_mib, errors}}}
     dispatch     {rule: {dtype: {"kernel" | "dispatch_no_check" | "dispatch_checked":
@@ -104,10 +105,10 @@ DEFAULT_SHAPES = ["B4_T4096_H40", "B1_T16384_H40"]
 class Run:
     """The report, its file, and the time budget: a case past --budget-s is skipped."""
 
-    def __init__(self, args, device, path):
+    def __init__(self, args, device, path, env):
         self.args, self.device, self.path = args, device, path
         self.end = time.monotonic() + args.budget_s
-        self.report = {"environment": environment(device), "settings": vars(args),
+        self.report = {"environment": env, "settings": vars(args),
                        "skipped": []}
 
     def go(self, case):
@@ -307,11 +308,11 @@ def main(argv=None):
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products stay fp32 unless a case asks
     torch.backends.cudnn.allow_tf32 = False
-    env = environment(device)
+    env = environment(device, __file__, argv)
     gpu = env.get("gpu", "cpu").split()[-1].lower()
     path = Path(args.out) if args.out else ROOT / "book" / "results" / (
         f"gated_delta_{gpu}_{env['date'][:10]}.json")
-    run = Run(args, device, path)
+    run = Run(args, device, path, env)
     print(f"{run.report['environment']}", flush=True)
     triton_ok = ops.triton_usable(device)
     for section in ("precision", "dispatch"):

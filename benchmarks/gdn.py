@@ -32,19 +32,17 @@ Usage (on the GPU machine):
     python3 benchmarks/gdn.py --sweep-T              # also B=1, H=40, T = 1k .. 64k
     python3 benchmarks/gdn.py --tune                 # time the kernel's launch configs first
 
-The JSON records the hardware, versions, date and this command; ``hymo-mini figures``
+The JSON records the hardware, versions, date, this command and the git commit
+(benchmarks/record.py); ``hymo-mini figures``
 draws it (hymo_mini/viz/kernels.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,6 +52,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import record  # noqa: E402
 from hymo_mini import ops  # noqa: E402
 
 HYMO_BACKENDS = ["naive", "chunk_torch", "recurrent_triton", "recurrent_triton_kernel",
@@ -326,39 +325,16 @@ def tune(shape, dtype_name, device):
 
 
 # ------------------------------------------------------------------------------ main
-def environment(device):
-    env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": "python3 " + " ".join(sys.argv), "python": platform.python_version(),
-           "torch": torch.__version__, "host": platform.node()}
-    try:
-        import triton
-        env["triton"] = triton.__version__
-    except ImportError:
-        pass
-    try:
-        from importlib.metadata import version
-        env["fla_core"] = version("fla-core")
-    except Exception:
-        env["fla_core"] = None
+def environment(device, script, argv=None):
+    """benchmarks.record's stamp, hardware and versions (fla-core too) in one flat section,
+    and on CUDA the device-to-device copy rate the kernels are held against."""
+    env = {**record.stamp(script, argv), **record.hardware(device),
+           **record.versions("fla-core")}
     if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        env.update(gpu=props.name, sm_count=props.multi_processor_count,
-                   gpu_memory_gib=round(props.total_memory / 2**30, 1),
-                   cuda=torch.version.cuda, capability=list(torch.cuda.get_device_capability()))
         x = torch.empty(2**28, device=device)  # 1 GiB: device-to-device copy bandwidth
         ms = time_ms(lambda: x.clone(), device)
         env["copy_GBps"] = round(2 * x.numel() * 4 / ms / 1e6, 1)  # read + write
         del x
-    # the device machine's copy of the tree may carry a stale .git: the caller passes the
-    # commit it sent in HYMO_GIT_COMMIT, and that wins
-    commit = os.environ.get("HYMO_GIT_COMMIT", "")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
-                                    capture_output=True).stdout.strip()
-        except OSError:
-            commit = ""
-    env["git_commit"] = commit if len(commit) == 40 else None
     return env
 
 
@@ -392,7 +368,7 @@ def main(argv=None):
         if unknown:
             parser.error(f"unknown backends {sorted(unknown)}")
         backends = {n: fn for n, fn in backends.items() if n in args.backends}
-    env = environment(device)
+    env = environment(device, __file__, argv)
     out_path = Path(args.out) if args.out else ROOT / "book" / "results" / (
         f"gdn_{env.get('gpu', 'cpu').replace(' ', '_').lower()}_{env['date'][:10]}.json")
     report = {"environment": env, "backends": list(backends), "shapes": {}}

@@ -124,7 +124,7 @@ def main(argv=None):
     B, T, H, S, D = bench.parse_shape(args.shape)
     inputs, do = bench.make_inputs(B, T, H, S, D, bench.DTYPES[args.dtype], device)
     fn = bench.hymo_backend("chunk_triton")
-    report = {"environment": bench.environment(device), "shape": args.shape,
+    report = {"environment": bench.environment(device, __file__, argv), "shape": args.shape,
               "dtype": args.dtype, "configs": gtc.CONFIGS}
     report["kernels_us"] = kernel_times(bench.forward_backward(fn, inputs, do))
     for name, us in sorted(report["kernels_us"].items(), key=lambda kv: -kv[1]):

@@ -10,8 +10,8 @@ CUDA that the fast path's forward + backward runs under ``torch.cuda.set_sync_de
 ("error")`` (a host sync raises), and times forward and forward + backward in training
 mode and the forward in evaluation mode (capacity = every token). ``--dtype bfloat16``
 runs under autocast, as ``training.dtype: bfloat16`` does. Results go to
-book/results/moe_dispatch_<device>.json with the hardware, versions, date and
-command. Not a test: timings depend on the machine.
+book/results/moe_dispatch_<device>.json with the hardware, versions, date, command and
+git commit (benchmarks/record.py). Not a test: timings depend on the machine.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import datetime
 import json
-import platform
 import statistics
 import sys
 import time
@@ -30,8 +28,12 @@ from pathlib import Path
 
 import torch
 
-from hymo_mini.config import load_config
-from hymo_mini.moe import DeepSeekMoE
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import record  # noqa: E402
+from hymo_mini.config import load_config  # noqa: E402
+from hymo_mini.moe import DeepSeekMoE  # noqa: E402
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -127,16 +129,11 @@ def main(argv: list[str] | None = None) -> dict:
         runs.append(run)
         print({k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in run.items()})
     result = {
-        "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-        "date": datetime.date.today().isoformat(),
-        "hardware": {"device": torch.cuda.get_device_name(device) if device.type == "cuda"
-                     else platform.processor() or platform.machine(),
-                     "torch": torch.__version__, "python": platform.python_version()},
+        **record.header(device, __file__, argv),
         "settings": {"tokens": args.tokens, "dtype": args.dtype, "repeats": args.repeats},
         "runs": runs,
     }
-    out = args.out or (Path(__file__).resolve().parents[1] / "book" / "results"
-                       / f"moe_dispatch_{device.type}.json")
+    out = args.out or ROOT / "book" / "results" / f"moe_dispatch_{device.type}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")

@@ -15,7 +15,7 @@ stopped and listed as unfinished.
 
 JSON (default book/results/mqar_seeds_<gpu or cpu>_<date>.json):
     benchmark   "mqar_seeds";  date, command, git_commit, hardware (platform, python,
-                torch, gpu, ...)
+                torch, gpu, ...: benchmarks/record.py)
     settings    steps, batch_size, lr, n_layers, n_keys, train_tasks and eval_tasks
                 ([N, T] lists), n_eval (sequences per eval task), seeds, variants, jobs,
                 device, gdn_backend, budget_s
@@ -32,13 +32,10 @@ JSON (default book/results/mqar_seeds_<gpu or cpu>_<date>.json):
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import multiprocessing
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,7 +45,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.mqar import hardware, parse_tasks  # noqa: E402
+from benchmarks import record  # noqa: E402
+from benchmarks.mqar import parse_tasks  # noqa: E402
 from hymo_mini.mqar import VARIANTS, run_sweep  # noqa: E402
 
 DEFAULT_TRAIN = ["4:64", "8:64", "16:64", "8:128", "16:128"]
@@ -123,19 +121,6 @@ def run_all(jobs: list[dict], n_workers: int, budget_s: float, on_result) -> lis
     return list(pending.values())
 
 
-def git_commit() -> str | None:
-    """The commit measured: HYMO_GIT_COMMIT if the caller sent it (the GPU machine's copy of
-    the tree may carry a stale .git), else git's HEAD."""
-    commit = os.environ.get("HYMO_GIT_COMMIT", "")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
-                                    capture_output=True).stdout.strip()
-        except OSError:
-            commit = ""
-    return commit if len(commit) == 40 else None
-
-
 def print_table(report: dict) -> None:
     """Accuracy mean (min-max) per variant and eval task, then the final loss."""
     summary = report["summary"]
@@ -198,14 +183,12 @@ def main(argv=None) -> int:
                                               "n_eval", "seeds", "variants", "device",
                                               "gdn_backend", "budget_s")}
     settings.update(train=args.train, eval=args.eval, jobs=n_workers)
-    hw = hardware(args.device)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    head = record.header(args.device, __file__, argv)
+    hw = head["hardware"]
     gpu = hw["gpu"].split()[-1].lower() if "gpu" in hw else "cpu"
     out = Path(args.out) if args.out else ROOT / "book" / "results" / (
-        f"mqar_seeds_{gpu}_{now:%Y-%m-%d}.json")
-    report = {"benchmark": "mqar_seeds", "date": f"{now:%Y-%m-%d %H:%M} UTC",
-              "command": "python3 benchmarks/mqar_seeds.py " + shlex.join(argv),
-              "hardware": hw, "git_commit": git_commit(), "settings": {
+        f"mqar_seeds_{gpu}_{head['date'][:10]}.json")
+    report = {"benchmark": "mqar_seeds", **head, "settings": {
                   **settings, "train_tasks": [[t.n_pairs, t.seq_len] for t in
                                               parse_tasks(args.train, args.n_keys)],
                   "eval_tasks": [[t.n_pairs, t.seq_len] for t in

@@ -40,17 +40,13 @@ and installed there with ``pip install --no-index --no-deps --target DIR .whl/*.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
-from importlib import metadata
 from pathlib import Path
 
 import torch
@@ -58,6 +54,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import record  # noqa: E402
 from benchmarks.step_profile import Labels, analyse  # noqa: E402
 from benchmarks.train_step_cases import (  # noqa: E402
     build_gla,
@@ -68,6 +65,8 @@ from benchmarks.train_step_cases import (  # noqa: E402
 )
 from hymo_mini import blocks  # noqa: E402
 
+PEERS_PACKAGES = (  # versions recorded beside torch and Triton: the peers and their needs
+    "transformers", "fla-core", "flash-linear-attention", "einops")
 PEAK_TFLOPS = 790.0  # one H200, dense bf16, measured (device notes); MFU is against this
 FAST = dict(loss_impl="chunked", gdn_impl="compiled", moe_impl="auto")
 REFERENCE = dict(loss_impl="plain", gdn_impl="eager", moe_impl="loop")
@@ -190,33 +189,6 @@ def profile(built, n: int, device) -> dict:
     return analyse(prof, n, wall)
 
 
-def hardware(device) -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "cuda": torch.version.cuda, "cpu_count": os.cpu_count()}
-    if device == "cuda":
-        info["gpu"] = torch.cuda.get_device_name()
-        info["gpu_memory_GiB"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30)
-    for name in ("triton", "transformers", "fla-core", "flash-linear-attention", "einops"):
-        try:
-            info[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            info[name] = "not installed"
-    return info
-
-
-def git_commit() -> str | None:
-    """HYMO_GIT_COMMIT if the caller sent it (the GPU machine's copy of the tree may carry a
-    stale .git), else git's HEAD."""
-    commit = os.environ.get("HYMO_GIT_COMMIT", "")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
-                                    capture_output=True).stdout.strip()
-        except OSError:
-            commit = ""
-    return commit if len(commit) == 40 else None
-
-
 def summary(cases: dict) -> dict:
     """Tokens/s ratios (every hymo case against the reference and the peers of its shape)
     and the issue's targets for the fast hybrid at B4 T4096."""
@@ -263,13 +235,11 @@ def main(argv=None) -> int:
     args.profile_steps = 1 if quick and args.profile_steps is None else (args.profile_steps or 2)
     if args.smoke:
         blocks.COMPILE_BACKEND = "aot_eager"  # no code generation on a CPU check
-    date = datetime.date.today().isoformat()
-    default = f"train_step_{'h200' if args.device == 'cuda' else 'cpu'}_{date}.json"
+    head = record.header(args.device, __file__, argv, packages=PEERS_PACKAGES)
+    default = f"train_step_{'h200' if args.device == 'cuda' else 'cpu'}_{head['date'][:10]}.json"
     out = Path(args.out or Path(os.environ.get("OUT", ROOT / "book" / "results")) / default)
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"benchmark": "train_step", "date": date, "command": " ".join(sys.argv),
-              "git_commit": git_commit(),
-              "hardware": hardware(args.device), "peak_tflops": PEAK_TFLOPS,
+    report = {"benchmark": "train_step", **head, "peak_tflops": PEAK_TFLOPS,
               "settings": {"dtype": "bf16 autocast over fp32 weights", "warmup": args.warmup,
                            "steps": args.steps, "profile_steps": args.profile_steps,
                            "fast": FAST, "reference": REFERENCE},
@@ -277,28 +247,28 @@ def main(argv=None) -> int:
     t_run = time.perf_counter()
 
     def save():
-        record.update(summary(record["cases"]), elapsed_s=round(time.perf_counter() - t_run))
-        out.write_text(json.dumps(record, indent=1, default=str))
+        report.update(summary(report["cases"]), elapsed_s=round(time.perf_counter() - t_run))
+        out.write_text(json.dumps(report, indent=1, default=str))
 
     for name, check in (("loss", check_loss), ("gdn_block", check_gdn_block)):
         if args.cases is None or "checks" in args.cases:
-            record["checks"][name] = attempt(lambda c=check: c(args.device) if not args.smoke
+            report["checks"][name] = attempt(lambda c=check: c(args.device) if not args.smoke
                                              else _smoke_check(c, args.device))
             save()
-            print(name, json.dumps(record["checks"][name]), flush=True)
+            print(name, json.dumps(report["checks"][name]), flush=True)
     for name, spec in case_list(args.quick, args.smoke):
         if args.cases is not None and name not in args.cases:
             continue
         if time.perf_counter() - t_run > args.budget_s:
-            record["cases"][name] = {"skipped": f"over --budget-s {args.budget_s}"}
+            report["cases"][name] = {"skipped": f"over --budget-s {args.budget_s}"}
         else:
-            record["cases"][name] = attempt(lambda s=spec: measure(s, args))
+            report["cases"][name] = attempt(lambda s=spec: measure(s, args))
             cleanup(args.device)
         save()
-        brief = {k: record["cases"][name].get(k) for k in
+        brief = {k: report["cases"][name].get(k) for k in
                  ("step_ms", "tokens_per_s", "mfu", "peak_GiB", "busy_share", "error")}
         print(name, json.dumps(brief, default=str), flush=True)
-    print(json.dumps({k: record[k] for k in ("ratios", "targets_hybrid_b4t4096")}, indent=1))
+    print(json.dumps({k: report[k] for k in ("ratios", "targets_hybrid_b4t4096")}, indent=1))
     print(f"wrote {out}")
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from hymo_mini.model_config import did_you_mean
 from hymo_mini.viz import (
     arch,
     depth_plots,
@@ -22,7 +23,7 @@ from hymo_mini.viz import (
     train_plots,
 )
 
-__all__ = ["FIGURES", "collect_figures", "save_figure"]
+__all__ = ["FIGURES", "collect_figures", "figure_names", "draw_figures", "save_figure"]
 
 MODULES = (arch, depth_plots, gdn_plots, mhc_plots, mla_plots, moe_plots, rope_plots,
            train_plots)
@@ -41,6 +42,27 @@ def collect_figures(modules=MODULES) -> dict[str, Callable]:
 
 
 FIGURES = collect_figures()
+
+
+def figure_names(figures: dict[str, Callable], only, list_command: str) -> list[str]:
+    """The names to draw: ``only`` (every figure when None), each checked to be one of
+    ``figures``; a one-line ValueError names the first unknown one, the nearest name and
+    ``list_command``, which lists them."""
+    names = sorted(figures) if only is None else list(only)
+    for name in names:
+        if name not in figures:
+            raise ValueError(f"--only {name!r}: no such figure{did_you_mean(name, figures)}; "
+                             f"{list_command} shows them")
+    return names
+
+
+def draw_figures(figures: dict[str, Callable], names: list[str], out) -> None:
+    """Draw each of ``names`` into the folder ``out`` (made if missing), saying where."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        save_figure(figures[name](), out / name)
+        print(f"wrote {out / name}")
 
 
 def save_figure(fig, path: Path) -> None:

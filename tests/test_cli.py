@@ -61,3 +61,24 @@ def test_help_is_plain_text_with_presets_backends_and_defaults(capsys):
 def test_a_good_command_runs(capsys):
     code, out, err = run(capsys, ["config", "hymo_mini"])
     assert code == 0 and "mla_positions" in out and not err
+
+
+def test_the_figure_checks_and_drawing_both_commands_share(tmp_path, capsys):
+    from matplotlib.figure import Figure
+
+    from hymo_mini.figures import draw_figures, figure_names
+
+    def square():
+        fig = Figure(figsize=(1, 1))
+        fig.add_subplot().plot([0, 1])
+        return fig
+
+    figures = {"b.png": square, "a.png": square}
+    assert figure_names(figures, None, "cmd --list") == ["a.png", "b.png"]  # all, sorted
+    assert figure_names(figures, ["b.png"], "cmd --list") == ["b.png"]
+    with pytest.raises(ValueError, match=r"--only 'a.pnf': no such figure \(did you mean "
+                                         r"'a.png'\?\); cmd --list shows them"):
+        figure_names(figures, ["b.png", "a.pnf"], "cmd --list")
+    draw_figures(figures, ["b.png"], tmp_path / "new")
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["b.png"]
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'new' / 'b.png'}\n"

@@ -91,7 +91,7 @@ def test_cpu_auto_picks_chunk():
     assert auto_backend("delta", torch.zeros(1, 1, 1, 1)) == "chunk_torch"
 
 
-@pytest.mark.parametrize("bad", [0, -4, 2.5, "16"])
+@pytest.mark.parametrize("bad", [0, -4, 2.5, "16", True])
 def test_bad_chunk_size_raises(bad):
     v, b, c, g, A_log = (t.detach() for t in make_leaves(1, 4, 1, 3, 3, torch.float32, False))
     with pytest.raises(ValueError, match="chunk_size"):

@@ -109,6 +109,34 @@ def test_loss_falls_and_moe_balances(corpus):
     assert result.stats["tokens_per_step"] == 2 * 16
 
 
+def test_the_shared_loop_calls_each_part_on_schedule():
+    """The loop both train() and train_distributed() run: every step draws its batches and
+    steps once, in order, from the resumed step; evaluation every eval_every and at the end;
+    every step's losses reach the history."""
+    from hymo_mini.train.loop import _Log, _loop, _Run
+
+    cfg = tiny_config(max_steps=10, eval_every=4, log_every=3)
+    run = _Run(cfg, torch.nn.Linear(1, 1), None, None, torch.device("cpu"), steps=9, start=2)
+    calls = []
+
+    def optimizer_step(run_, step, batches):
+        assert run_ is run and batches == [step]
+        calls.append(("step", step))
+        return torch.tensor(float(step)), {"main": torch.tensor(0.5 * step)}, torch.tensor(1.0), 0.1
+
+    def evaluate_and_save(done):
+        calls.append(("eval", done))
+
+    log = _Log(run, progress=False, print_every=None)
+    _loop(run, log, lambda step: [step], optimizer_step, evaluate_and_save)
+    assert calls == [("step", 2), ("step", 3), ("eval", 4), ("step", 4), ("step", 5),
+                     ("step", 6), ("step", 7), ("eval", 8), ("step", 8), ("eval", 9)]
+    h = run.history
+    assert h["step"] == list(range(3, 10)) and h["loss"] == [float(s) for s in range(2, 9)]
+    assert h["parts"]["main"] == [0.5 * s for s in range(2, 9)] and h["lr"] == [0.1] * 7
+    assert log.stats()["steps"] == 7
+
+
 def test_gradients_are_clipped(corpus, monkeypatch):
     seen = []
     real = torch.nn.utils.clip_grad_norm_
@@ -156,6 +184,23 @@ def test_checkpoint_from_another_config(corpus, tmp_path):
     torch.save({"weights": 1}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a hymo_mini checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
+
+
+def test_the_config_check_both_checkpoint_kinds_share():
+    from hymo_mini.config import config_to_dict
+    from hymo_mini.train.checkpoint import check_same_config
+
+    cfg = tiny_config()
+    check_same_config("ckpt.pt", config_to_dict(cfg), cfg)  # the same config: no error
+    saved = config_to_dict(replace(cfg, model=replace(cfg.model, dim=32),
+                                   training=replace(cfg.training, seq_len=8)))
+    with pytest.raises(CheckpointError) as error:
+        check_same_config("out/dcp/step_00000004", saved, cfg)
+    lines = str(error.value).splitlines()
+    assert lines[0] == "'out/dcp/step_00000004' was written for another config; differences:"
+    assert [line.strip() for line in lines[1:-1]] == [  # every difference, sorted
+        "model.dim: checkpoint 32, now 64", "training.seq_len: checkpoint 8, now 16"]
+    assert "start a new run" in lines[-1]
 
 
 def test_checkpoint_is_never_half_written(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from hymo_mini.figures import save_figure  # the library's: same size and no metadata
+from hymo_mini import figures as library_figures  # the same checks and files as hymo-mini figures
 
 __all__ = ["MODULES", "collect_figures", "main"]
 
@@ -26,14 +26,7 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / "figures"
 
 def collect_figures(modules: tuple[str, ...] = MODULES) -> dict[str, Callable]:
     """Every registered figure, by file name; a name registered twice is an error."""
-    found: dict[str, Callable] = {}
-    for name in modules:
-        module = importlib.import_module(name)
-        for file, fn in getattr(module, "FIGURES", {}).items():
-            if file in found:
-                raise RuntimeError(f"figure {file!r} is registered twice (again in {name})")
-            found[file] = fn
-    return found
+    return library_figures.collect_figures([importlib.import_module(name) for name in modules])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,15 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(sorted(figures)))
         return 0
-    names = sorted(figures) if args.only is None else args.only
-    unknown = [n for n in names if n not in figures]
-    if unknown:
-        parser.error(f"unknown figure(s) {unknown}; known: {sorted(figures)}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        save_figure(figures[name](), out / name)
-        print(f"wrote {out / name}")
+    try:
+        names = library_figures.figure_names(figures, args.only,
+                                             "python3 -m hymo_book.figures --list")
+    except ValueError as err:
+        parser.error(str(err))
+    library_figures.draw_figures(figures, names, args.out)
     return 0
 
 

@@ -9,7 +9,6 @@ the defaults. Each sub-command imports what it needs only when it runs, so
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from hymo_mini.cli.common import COMMANDS, CommandLineError, Parser, parse, run
 from hymo_mini.cli.train import convert_main, train_main
@@ -74,7 +73,7 @@ def _params_main(argv: list[str]) -> int:
 
 
 def _figures_main(argv: list[str]) -> int:
-    from hymo_mini.figures import FIGURES, save_figure
+    from hymo_mini.figures import FIGURES, draw_figures, figure_names
 
     parser = Parser(prog="hymo-mini figures", description=COMMANDS["figures"])
     parser.add_argument("--out", default="figures", help="output folder")
@@ -87,17 +86,11 @@ def _figures_main(argv: list[str]) -> int:
     if args.list:
         print("\n".join(sorted(FIGURES)))
         return 0
-    names = sorted(FIGURES) if args.only is None else args.only
-    for name in names:
-        if name not in FIGURES:
-            raise CommandLineError(f"--only {name!r}: no such figure"
-                                   f"{did_you_mean(name, FIGURES)}; hymo-mini figures --list "
-                                   "shows them")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        save_figure(FIGURES[name](), out / name)
-        print(f"wrote {out / name}")
+    try:
+        names = figure_names(FIGURES, args.only, "hymo-mini figures --list")
+    except ValueError as err:
+        raise CommandLineError(str(err)) from None
+    draw_figures(FIGURES, names, args.out)
     return 0
 
 

@@ -27,7 +27,7 @@ import os
 
 import torch
 
-from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.gated_delta.chunk import chunk_gated_delta_torch
 from hymo_mini.ops.gated_delta.naive import naive_gated_delta
 from hymo_mini.ops.gla.chunk import chunk_gla_torch
@@ -53,14 +53,14 @@ def _triton_installed() -> bool:
     return True
 
 
-def _triton_runs_on(device: torch.device) -> bool:
-    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def triton_usable(device: torch.device) -> bool:
     """Whether a Triton kernel can run on ``device``: Triton is installed, and the kernel
     is compiled on CUDA or interpreted on the CPU when ``TRITON_INTERPRET=1``."""
-    return _triton_installed() and _triton_runs_on(torch.device(device))
+    return _triton_installed() and (torch.device(device).type == "cuda" or _interpreting())
 
 
 def auto_backend(rule: str, v: torch.Tensor) -> str:
@@ -96,11 +96,8 @@ def _resolve(rule: str, backend: str, v) -> str:
         if not _triton_installed():
             raise RuntimeError(f"backend={backend!r} needs Triton, which is not installed; "
                                "use backend='auto' or 'chunk_torch'")
-        if not _triton_runs_on(v.device):
-            raise RuntimeError(
-                f"backend={backend!r} needs a CUDA GPU, or the Triton interpreter on CPU: set "
-                "TRITON_INTERPRET=1 before the first kernel is imported, or use "
-                "backend='auto' or 'chunk_torch'")
+        check_triton_device(v, _interpreting(), f"backend={backend!r}", "the first kernel",
+                            "backend='auto' or 'chunk_torch'")
     return backend
 
 

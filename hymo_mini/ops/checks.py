@@ -1,4 +1,6 @@
-"""The one input check every GDN path shares, and the result of an empty sequence.
+"""The one input check every GDN path shares, the Triton kernels' device check, the
+compute dtype and start state of the plain PyTorch paths, and the result of an empty
+sequence.
 
 Layouts (every rule, every backend): v (B, T, H, D); b, c (B, T, H, S); g (B, T, H);
 A (H, S); beta (B, T, H) for the delta rule; initial_state (B, H, S, D).
@@ -8,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["check_inputs", "empty_sequence", "LAYOUTS"]
+__all__ = ["check_inputs", "check_triton_device", "compute_dtype", "start_state",
+           "empty_sequence", "LAYOUTS"]
 
 LAYOUTS = {"v": "(B, T, H, D)", "b": "(B, T, H, S)", "c": "(B, T, H, S)", "g": "(B, T, H)",
            "A": "(H, S)", "beta": "(B, T, H)", "initial_state": "(B, H, S, D)"}
@@ -70,10 +73,33 @@ def check_inputs(v, b, c, g, A, initial_state=None, beta=None, *,
             raise ValueError("the decay g * A must be finite: g or A contains inf or nan")
 
 
+def check_triton_device(v, interpret: bool, what: str, module: str, instead: str) -> None:
+    """Raise unless a Triton kernel can run where ``v`` is: compiled on a CUDA GPU, or under
+    the interpreter (``interpret``: TRITON_INTERPRET=1 was set before ``module`` was
+    imported, when the kernels were built). ``what`` names the kernel or backend asked
+    for, ``instead`` what runs anywhere."""
+    if v.device.type != "cuda" and not interpret:
+        raise RuntimeError(f"{what} needs a CUDA GPU, or the Triton interpreter on CPU: set "
+                           f"TRITON_INTERPRET=1 before {module} is imported, or use {instead}")
+
+
+def compute_dtype(v: torch.Tensor) -> torch.dtype:
+    """fp64 for fp64 inputs, else fp32 (16-bit inputs are computed in fp32)."""
+    return torch.float64 if v.dtype == torch.float64 else torch.float32
+
+
+def start_state(v, b, initial_state, dtype: torch.dtype) -> torch.Tensor:
+    """The state a sequence starts from, (B, H, S, D) in ``dtype``: ``initial_state``, or
+    zeros without one."""
+    if initial_state is not None:
+        return initial_state.to(dtype)
+    B, _, H, D = v.shape
+    return torch.zeros(B, H, b.shape[-1], D, dtype=dtype, device=v.device)  # (B, H, S, D)
+
+
 def empty_sequence(v, b, initial_state, output_final_state):
     """The result for T = 0, where a kernel has nothing to run: an empty o, and the state
     passed through unchanged (fp32; zeros without an initial state)."""
     B, _, H, D = v.shape
-    state = (initial_state.float() if initial_state is not None
-             else v.new_zeros(B, H, b.shape[-1], D, dtype=torch.float32))
+    state = start_state(v, b, initial_state, torch.float32)
     return v.new_zeros(B, 0, H, D), (state if output_final_state else None)

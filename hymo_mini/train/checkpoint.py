@@ -14,7 +14,8 @@ import torch
 
 from hymo_mini.config import HyMoConfig, config_from_dict, config_to_dict
 
-__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "save_checkpoint", "load_checkpoint"]
+__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "check_same_config", "save_checkpoint",
+           "load_checkpoint"]
 
 CHECKPOINT_FORMAT = "hymo_mini-checkpoint-1"
 
@@ -31,6 +32,18 @@ def _config_differences(saved: dict, current: dict) -> list[str]:
             if a.get(key) != b.get(key):
                 diffs.append(f"{section}.{key}: checkpoint {a.get(key)!r}, now {b.get(key)!r}")
     return diffs
+
+
+def check_same_config(where, saved: dict, config: HyMoConfig) -> None:
+    """Raise :class:`CheckpointError`, listing every differing field, unless the config a
+    checkpoint was written for (``saved``, as a dict) is ``config``; ``where`` names the
+    checkpoint (a file or a DCP folder)."""
+    diffs = _config_differences(saved, config_to_dict(config))
+    if diffs:
+        raise CheckpointError(f"{str(where)!r} was written for another config; differences:\n  "
+                              + "\n  ".join(diffs)
+                              + "\nresume with the checkpoint's config, or start a new run "
+                              "elsewhere")
 
 
 def save_checkpoint(path, model, optimizer, step: int, history: dict,
@@ -70,11 +83,6 @@ def load_checkpoint(path, config: HyMoConfig | None = None) -> dict:
         raise CheckpointError(f"{str(path)!r} is not a hymo_mini checkpoint "
                               f"(expected format {CHECKPOINT_FORMAT!r})")
     if config is not None:
-        diffs = _config_differences(payload["config"], config_to_dict(config))
-        if diffs:
-            raise CheckpointError(
-                f"{str(path)!r} was written for another config; differences:\n  "
-                + "\n  ".join(diffs)
-                + "\nresume with the checkpoint's config, or start a new run elsewhere")
+        check_same_config(path, payload["config"], config)
     payload["config"] = config_from_dict(payload["config"])
     return payload

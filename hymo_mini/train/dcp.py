@@ -29,7 +29,7 @@ from pathlib import Path
 import torch.distributed as dist
 
 from hymo_mini.config import HyMoConfig, config_from_dict, config_to_dict
-from hymo_mini.train.checkpoint import CheckpointError, _config_differences, save_checkpoint
+from hymo_mini.train.checkpoint import CheckpointError, check_same_config, save_checkpoint
 
 __all__ = ["DCP_FORMAT", "step_dir", "latest_dcp", "read_meta", "save_dcp", "load_dcp",
            "dcp_to_checkpoint"]
@@ -69,12 +69,7 @@ def read_meta(folder, config: HyMoConfig | None = None) -> dict:
         raise CheckpointError(f"{str(folder)!r} is not a hymo_mini DCP checkpoint "
                               f"(expected format {DCP_FORMAT!r})")
     if config is not None:
-        diffs = _config_differences(meta["config"], config_to_dict(config))
-        if diffs:
-            raise CheckpointError(
-                f"{str(folder)!r} was written for another config; differences:\n  "
-                + "\n  ".join(diffs)
-                + "\nresume with the checkpoint's config, or start a new run elsewhere")
+        check_same_config(folder, meta["config"], config)
     return meta
 
 

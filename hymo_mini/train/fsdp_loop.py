@@ -1,6 +1,7 @@
 """The training loop on several processes: :func:`train_distributed`.
 
-The same loop as :func:`hymo_mini.train.train`, step for step, with four differences:
+The loop of :func:`hymo_mini.train.train` itself (``loop._loop``, which both run), with
+four differences in the parts it is given:
 
     batch      this rank's rows of the global batch one process would draw    (rank_rows)
     gradients  FSDP2 reduce-scatters them: each rank gets the global mean of its shard
@@ -22,11 +23,10 @@ from pathlib import Path
 
 import torch
 
-from hymo_mini.config import ConfigError, HyMoConfig, config_to_dict
+from hymo_mini.config import HyMoConfig, config_to_dict
 from hymo_mini.data import ByteCorpus, load_corpus
 from hymo_mini.model import build_hymo
 from hymo_mini.optim import build_optimizer
-from hymo_mini.optim.schedule import wsd_multiplier
 from hymo_mini.train.checkpoint import CheckpointError
 from hymo_mini.train.dcp import latest_dcp, load_dcp, read_meta, save_dcp
 from hymo_mini.train.distributed import (
@@ -40,7 +40,16 @@ from hymo_mini.train.distributed import (
     shard_model,
     sum_expert_counts,
 )
-from hymo_mini.train.loop import TrainResult, _check_sizes, _Log, _Run
+from hymo_mini.train.loop import (
+    TrainResult,
+    _check_sizes,
+    _check_steps,
+    _Log,
+    _loop,
+    _result,
+    _Run,
+    _schedule_lr,
+)
 
 __all__ = ["train_distributed", "check_resume"]
 
@@ -74,10 +83,7 @@ def _prepare(config, corpus, world: World, steps, out_dir, resume, checkpointing
     """Check everything that can be checked alone (the same answer on every rank, so no
     rank waits for another that stopped), agree, then build and shard."""
     tc = config.training
-    steps = tc.max_steps if steps is None else steps
-    if not (isinstance(steps, int) and 0 < steps <= tc.max_steps):
-        raise ConfigError(f"steps must be an integer in [1, max_steps={tc.max_steps}], "
-                          f"got {steps!r}")
+    steps = _check_steps(config, steps)
     check_batch(config, world.size)
     corpus = load_corpus() if corpus is None else corpus
     _check_sizes(config, corpus)
@@ -106,9 +112,7 @@ def _batches(run: _Run, world: World, step: int) -> list[torch.Tensor]:
 def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
     """One optimizer step on this rank's rows; returns the losses averaged over ranks."""
     tc, config = run.config.training, run.config
-    lr_scale = wsd_multiplier(step, tc.max_steps, config.scheduler)
-    for group in run.optimizer.param_groups:
-        group["lr"] = group["initial_lr"] * lr_scale
+    lr = _schedule_lr(run, step)
     losses = None
     for batch in batches:
         total, parts = run.model.loss(batch)  # FSDP's policy sets the compute dtype
@@ -123,7 +127,7 @@ def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
     losses = mean_over_ranks(losses)  # (1 + parts,)
     parts = dict(zip(parts, losses[1:], strict=True))
     norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
-    return losses[0], parts, norm.detach(), config.optimizer.lr * lr_scale
+    return losses[0], parts, norm.detach(), lr
 
 
 @torch.no_grad()
@@ -164,32 +168,14 @@ def train_distributed(config: HyMoConfig, world: World, corpus: ByteCorpus | Non
                                                              tc.seq_len)]
     log = _Log(run, progress and lead, print_every if lead else None)
     barrier(world, "every rank built its shards", timeout_s)
-    run.model.train()
-    for step in range(run.start, run.steps):
-        with log.timed("data"):
-            batches = _batches(run, world, step)
-        with log.timed("compute"):
-            loss, parts, norm, lr = _optimizer_step(run, step, batches)
-        done = step + 1
-        log.pending.append((done, loss, parts, norm, lr))
-        log.window_steps += 1
-        if done % tc.log_every == 0 or done == run.steps:
-            log.log_step()
-        with log.timed("log"):
-            if log.bar is not None:
-                log.bar.update(1)
-        with log.timed("eval"):
-            if done % tc.eval_every == 0 or done == run.steps:
-                if out_dir is not None:
-                    barrier(world, f"checkpoint at step {done}", timeout_s)
-                _evaluate_and_save(run, log, val_batches, done, out_dir, keep)
-        with log.timed("log"):
-            log.maybe_print(done)
-    log.flush()
-    if log.bar is not None:
-        log.bar.close()
+
+    def evaluate_and_save(done: int) -> None:
+        if out_dir is not None:
+            barrier(world, f"checkpoint at step {done}", timeout_s)
+        _evaluate_and_save(run, log, val_batches, done, out_dir, keep)
+
+    _loop(run, log, lambda step: _batches(run, world, step), _optimizer_step,
+          evaluate_and_save)
     if out_dir is not None and lead:
         (Path(out_dir) / "history.json").write_text(json.dumps(run.history))
-    return TrainResult(model=run.model, history=run.history, stats=log.stats(),
-                       checkpoint=run.ckpt_path, optimizer=run.optimizer,
-                       resumed_from=run.start if resume else None)
+    return _result(run, log, resume)

@@ -97,12 +97,19 @@ class _Run:
     ckpt_path: Path | None = None
 
 
+def _check_steps(config: HyMoConfig, steps: int | None) -> int:
+    """``steps`` (default ``training.max_steps``), checked to lie in [1, max_steps]."""
+    max_steps = config.training.max_steps
+    steps = max_steps if steps is None else steps
+    if not (isinstance(steps, int) and 0 < steps <= max_steps):
+        raise ConfigError(f"steps must be an integer in [1, max_steps={max_steps}], "
+                          f"got {steps!r}")
+    return steps
+
+
 def _prepare(config, corpus, steps, out_dir, resume, device, model) -> _Run:
     tc = config.training
-    steps = tc.max_steps if steps is None else steps
-    if not (isinstance(steps, int) and 0 < steps <= tc.max_steps):
-        raise ConfigError(f"steps must be an integer in [1, max_steps={tc.max_steps}], "
-                          f"got {steps!r}")
+    steps = _check_steps(config, steps)
     corpus = load_corpus() if corpus is None else corpus
     _check_sizes(config, corpus)
     device = torch.device(device)
@@ -136,13 +143,20 @@ def _tokens_per_step(config: HyMoConfig) -> int:
     return tc.batch_size * tc.seq_len * tc.grad_accum_steps
 
 
-def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
-    """One optimizer step over the micro-batches; the losses stay on the device.
-    Returns (loss, parts, grad_norm, lr)."""
+def _schedule_lr(run: _Run, step: int) -> float:
+    """Set every group's learning rate for step ``step`` (WSD); returns the logged rate."""
     tc, config = run.config.training, run.config
     lr_scale = wsd_multiplier(step, tc.max_steps, config.scheduler)
     for group in run.optimizer.param_groups:
         group["lr"] = group["initial_lr"] * lr_scale
+    return config.optimizer.lr * lr_scale
+
+
+def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
+    """One optimizer step over the micro-batches; the losses stay on the device.
+    Returns (loss, parts, grad_norm, lr)."""
+    tc, config = run.config.training, run.config
+    lr = _schedule_lr(run, step)
     loss, parts = 0.0, {}
     for batch in batches:
         with _autocast(config, run.device):
@@ -155,7 +169,7 @@ def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
     run.model.update_moe_biases()
-    return loss, parts, grad_norm.detach(), config.optimizer.lr * lr_scale
+    return loss, parts, grad_norm.detach(), lr
 
 
 class _Log:
@@ -237,6 +251,41 @@ def _evaluate_and_save(run: _Run, log: _Log, val_batches, done: int) -> None:
         save_checkpoint(run.ckpt_path, run.model, run.optimizer, done, run.history, run.config)
 
 
+def _loop(run: _Run, log: _Log, batches, optimizer_step, evaluate_and_save) -> None:
+    """Steps ``run.start`` to ``run.steps``, shared by one process and N: ``batches(step)``,
+    ``optimizer_step(run, step, batches)`` → (loss, parts, grad_norm, lr) on the device, a
+    log step every ``log_every``, ``evaluate_and_save(done)`` every ``eval_every`` and last."""
+    tc = run.config.training
+    run.model.train()
+    for step in range(run.start, run.steps):
+        with log.timed("data"):
+            micro_batches = batches(step)
+        with log.timed("compute"):
+            loss, parts, norm, lr = optimizer_step(run, step, micro_batches)
+        done = step + 1
+        log.pending.append((done, loss, parts, norm, lr))
+        log.window_steps += 1
+        if done % tc.log_every == 0 or done == run.steps:
+            log.log_step()
+        with log.timed("log"):
+            if log.bar is not None:
+                log.bar.update(1)
+        with log.timed("eval"):
+            if done % tc.eval_every == 0 or done == run.steps:
+                evaluate_and_save(done)
+        with log.timed("log"):
+            log.maybe_print(done)
+    log.flush()
+    if log.bar is not None:
+        log.bar.close()
+
+
+def _result(run: _Run, log: _Log, resume: bool) -> TrainResult:
+    return TrainResult(model=run.model, history=run.history, stats=log.stats(),
+                       checkpoint=run.ckpt_path, optimizer=run.optimizer,
+                       resumed_from=run.start if resume else None)
+
+
 def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | None = None,
           out_dir=None, resume: bool = False, device="cpu", progress: bool = True,
           print_every: int | None = None, model=None) -> TrainResult:
@@ -253,30 +302,8 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
     tc = config.training
     val_batches = run.corpus.val_batches(tc.eval_batches, tc.batch_size, tc.seq_len)
     log = _Log(run, progress, print_every)
-    run.model.train()
-    for step in range(run.start, run.steps):
-        with log.timed("data"):
-            batches = _batches(run, step)
-        with log.timed("compute"):
-            loss, parts, norm, lr = _optimizer_step(run, step, batches)
-        done = step + 1
-        log.pending.append((done, loss, parts, norm, lr))
-        log.window_steps += 1
-        if done % tc.log_every == 0 or done == run.steps:
-            log.log_step()
-        with log.timed("log"):
-            if log.bar is not None:
-                log.bar.update(1)
-        with log.timed("eval"):
-            if done % tc.eval_every == 0 or done == run.steps:
-                _evaluate_and_save(run, log, val_batches, done)
-        with log.timed("log"):
-            log.maybe_print(done)
-    log.flush()
-    if log.bar is not None:
-        log.bar.close()
+    _loop(run, log, lambda step: _batches(run, step), _optimizer_step,
+          lambda done: _evaluate_and_save(run, log, val_batches, done))
     if run.ckpt_path is not None:  # the last step is an evaluation step: already saved
         (Path(out_dir) / "history.json").write_text(json.dumps(run.history))
-    return TrainResult(model=run.model, history=run.history, stats=log.stats(),
-                       checkpoint=run.ckpt_path, optimizer=run.optimizer,
-                       resumed_from=run.start if resume else None)
+    return _result(run, log, resume)

@@ -68,10 +68,10 @@ Backward comes from autograd: every operation, the triangular solve included
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from einops import einsum, rearrange
 
-from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.checks import check_inputs, compute_dtype, empty_sequence, start_state
+from hymo_mini.ops.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
 
 __all__ = ["chunk_gated_delta_torch", "DEFAULT_CHUNK_SIZE"]
 
@@ -88,12 +88,8 @@ def _in_chunk(b_, c_, g_, beta_, A_):
     C = b_.shape[-2]
     L = g_.cumsum(dim=-1)  # (b, h, k, C): gate summed from the chunk start
     L_end = L[..., -1:]  # (b, h, k, 1)
-    causal = torch.ones(C, C, dtype=torch.bool, device=b_.device).tril()  # (t, s), s ≤ t
-    gap = rearrange(L, "b h k t -> b h k t 1") - rearrange(L, "b h k s -> b h k 1 s")
-    gap = gap.masked_fill(~causal, 0.0)  # (b, h, k, t, s) ≥ 0; future pairs zeroed below
-    E = torch.exp(einsum(gap, A_, "b h k t s, h n -> b h k t s n"))  # in [0, 1]
-    E = E * rearrange(causal, "t s -> t s 1")  # (b, h, k, t, s, n)
-    strict = causal.logical_not().T  # (t, s), s < t
+    E = causal_decays(L, A_)  # (b, h, k, t, s, n) in [0, 1]; 0 where s > t
+    strict = torch.ones(C, C, dtype=torch.bool, device=b_.device).tril(-1)  # (t, s), s < t
     BB = einsum(b_, b_, E, "b h k t n, b h k s n, b h k t s n -> b h k t s")
     M = rearrange(beta_, "b h k t -> b h k t 1") * BB.masked_fill(~strict, 0.0)  # (b,h,k,C,C)
     P = einsum(c_, b_, E, "b h k t n, b h k s n, b h k t s n -> b h k t s")  # (b,h,k,C,C)
@@ -113,27 +109,19 @@ def chunk_gated_delta_torch(v, b, c, g, A, beta, initial_state=None, output_fina
     dtype, the state (B, H, S, D) in the compute dtype. Differentiable by autograd.
     """
     check_inputs(v, b, c, g, A, initial_state, beta, check_values=check_values)
-    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, e.g. {DEFAULT_CHUNK_SIZE}, "
-                         f"got {chunk_size!r}")
+    check_chunk_size(chunk_size, DEFAULT_CHUNK_SIZE)
     B, T, H, D = v.shape
     S = b.shape[-1]
-    acc = torch.float64 if v.dtype == torch.float64 else torch.float32
+    acc = compute_dtype(v)
     if T == 0:
         o, state = empty_sequence(v, b, initial_state, output_final_state)
         return o, (state.to(acc) if state is not None else None)
     C = chunk_size
-    pad = (-T) % C  # steps added at the end so that C divides the length
-
-    def chunked(x, pattern):
-        x = F.pad(x.to(acc), [0, 0] * (x.ndim - 2) + [0, pad])  # zero steps at the end
-        return rearrange(x, pattern, c=C)
-
-    v_ = chunked(v, "b (k c) h d -> b h k c d")  # (b, h, k, C, D): chunk k, step c
-    b_ = chunked(b, "b (k c) h n -> b h k c n")  # (b, h, k, C, S)
-    c_ = chunked(c, "b (k c) h n -> b h k c n")  # (b, h, k, C, S)
-    g_ = chunked(g, "b (k c) h -> b h k c")  # (b, h, k, C)
-    beta_ = chunked(beta, "b (k c) h -> b h k c")  # (b, h, k, C)
+    v_ = to_chunks(v, C, acc)  # (b, h, k, C, D): chunk k, step c; zero steps pad the end
+    b_ = to_chunks(b, C, acc)  # (b, h, k, C, S)
+    c_ = to_chunks(c, C, acc)  # (b, h, k, C, S)
+    g_ = to_chunks(g, C, acc)  # (b, h, k, C)
+    beta_ = to_chunks(beta, C, acc)  # (b, h, k, C)
     M, P, Gamma, b_hat, Gamma_C = _in_chunk(b_, c_, g_, beta_, A.to(acc))
 
     # the WY quantities: (I + M) [Uv | W] = diag(β) [V | K̃], every chunk at once
@@ -143,8 +131,7 @@ def chunk_gated_delta_torch(v, b, c, g, A, beta, initial_state=None, output_fina
     Uv, W = UvW.split([D, S], dim=-1)  # (b, h, k, C, D), (b, h, k, C, S)
 
     # hand the state from chunk to chunk: the only loop, T / C steps
-    state = (torch.zeros(B, H, S, D, dtype=acc, device=v.device) if initial_state is None
-             else initial_state.to(acc))  # (b, h, S, D)
+    state = start_state(v, b, initial_state, acc)  # (b, h, S, D), zeros without one
     start_states, pseudo_values = [], []
     for k in range(v_.shape[2]):
         U_k = Uv[:, :, k] - einsum(W[:, :, k], state, "b h c n, b h n d -> b h c d")
@@ -158,5 +145,5 @@ def chunk_gated_delta_torch(v, b, c, g, A, beta, initial_state=None, output_fina
     # O = Q̃ H_0 + P U, every chunk at once
     o = (einsum(c_ * Gamma, H_0, "b h k t n, b h k n d -> b h k t d")
          + einsum(P, U, "b h k t s, b h k s d -> b h k t d"))  # (b, h, k, C, D)
-    o = rearrange(o, "b h k c d -> b (k c) h d")[:, :T]  # drop the padding
+    o = from_chunks(o, T)  # (b, T, h, D): the padding dropped
     return o.to(v.dtype), (state if output_final_state else None)

@@ -69,7 +69,7 @@ import os
 import torch
 import triton
 
-from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.gated_delta.chunk_kernels import (
     _chunk_bwd_kernel,
     _du_local_kernel,
@@ -189,11 +189,8 @@ def chunk_gated_delta_triton(v, b, c, g, A, beta, initial_state=None, output_fin
     Differentiable in v, b, c, g, A, beta and initial_state.
     """
     check_inputs(v, b, c, g, A, initial_state, beta, check_values=check_values)
-    if v.device.type != "cuda" and not INTERPRET:
-        raise RuntimeError(
-            "the chunked Triton gated delta kernel needs a CUDA GPU, or the Triton "
-            "interpreter on CPU: set TRITON_INTERPRET=1 before hymo_mini.ops.gated_delta."
-            "chunk_triton is imported, or use chunk_gated_delta_torch.")
+    check_triton_device(v, INTERPRET, "the chunked Triton gated delta kernel", __name__,
+                        "gated_delta_rule(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         o, state = empty_sequence(v, b, initial_state, output_final_state)
         if state is not None and v.dtype == torch.float64:

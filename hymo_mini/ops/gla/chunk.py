@@ -38,10 +38,10 @@ Backward comes from autograd: every operation is an ordinary differentiable torc
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from einops import einsum, rearrange
+from einops import einsum
 
-from hymo_mini.ops.checks import check_inputs
+from hymo_mini.ops.checks import check_inputs, compute_dtype, start_state
+from hymo_mini.ops.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
 
 __all__ = ["chunk_gla_torch", "DEFAULT_CHUNK_SIZE"]
 
@@ -60,22 +60,14 @@ def chunk_gla_torch(v, b, c, g, A, initial_state=None, output_final_state=False,
     steps that neither decay (g = 0) nor write (b = 0), which leave the state unchanged.
     """
     check_inputs(v, b, c, g, A, initial_state, check_values=check_values)
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    check_chunk_size(chunk_size, DEFAULT_CHUNK_SIZE)
     B, T, H, D = v.shape
-    S = b.shape[-1]
-    acc = torch.float64 if v.dtype == torch.float64 else torch.float32
+    acc = compute_dtype(v)
     C = chunk_size
-    pad = (-T) % C  # steps added at the end so that C divides the length
-
-    def chunked(x, pattern):
-        x = F.pad(x.to(acc), [0, 0] * (x.ndim - 2) + [0, pad])  # zero steps at the end
-        return rearrange(x, pattern, c=C)
-
-    v_ = chunked(v, "b (k c) h d -> b h k c d")  # (b, h, k, C, D): chunk k, step c
-    b_ = chunked(b, "b (k c) h n -> b h k c n")  # (b, h, k, C, S)
-    c_ = chunked(c, "b (k c) h n -> b h k c n")  # (b, h, k, C, S)
-    g_ = chunked(g, "b (k c) h -> b h k c")  # (b, h, k, C)
+    v_ = to_chunks(v, C, acc)  # (b, h, k, C, D): chunk k, step c; zero steps pad the end
+    b_ = to_chunks(b, C, acc)  # (b, h, k, C, S)
+    c_ = to_chunks(c, C, acc)  # (b, h, k, C, S)
+    g_ = to_chunks(g, C, acc)  # (b, h, k, C)
     A_ = A.to(acc)  # (h, S), negative
 
     # log-decay from the chunk start to each step, in units of A: one scalar per step
@@ -83,11 +75,7 @@ def chunk_gla_torch(v, b, c, g, A, initial_state=None, output_final_state=False,
     L_end = L[..., -1:]  # (b, h, k, 1): the whole chunk
 
     # 1. inside each chunk: W_ts = Σ_n c_tn b_sn exp((L_t - L_s) A_n) for s ≤ t
-    causal = torch.ones(C, C, dtype=torch.bool, device=v.device).tril()  # (t, s)
-    gap = rearrange(L, "b h k t -> b h k t 1") - rearrange(L, "b h k s -> b h k 1 s")
-    gap = gap.masked_fill(~causal, 0.0)  # (b, h, k, t, s) ≥ 0; future pairs zeroed below
-    decay_ts = torch.exp(einsum(gap, A_, "b h k t s, h n -> b h k t s n"))  # in [0, 1]
-    decay_ts = decay_ts * rearrange(causal, "t s -> t s 1")  # (b, h, k, t, s, n)
+    decay_ts = causal_decays(L, A_)  # (b, h, k, t, s, n) in [0, 1]; 0 where s > t
     W = einsum(c_, b_, decay_ts, "b h k t n, b h k s n, b h k t s n -> b h k t s")
     o_intra = einsum(W, v_, "b h k t s, b h k s d -> b h k t d")  # (b, h, k, C, D)
 
@@ -97,8 +85,7 @@ def chunk_gla_torch(v, b, c, g, A, initial_state=None, output_final_state=False,
     chunk_decay = torch.exp(einsum(L_end[..., 0], A_, "b h k, h n -> b h k n"))
 
     # 3. hand the state from chunk to chunk: the only loop, T / C steps
-    state = (torch.zeros(B, H, S, D, dtype=acc, device=v.device) if initial_state is None
-             else initial_state.to(acc))  # (b, h, S, D)
+    state = start_state(v, b, initial_state, acc)  # (b, h, S, D), zeros without one
     start_states = []
     for k in range(v_.shape[2]):
         start_states.append(state)
@@ -109,6 +96,6 @@ def chunk_gla_torch(v, b, c, g, A, initial_state=None, output_final_state=False,
     c_from_start = c_ * torch.exp(einsum(L, A_, "b h k t, h n -> b h k t n"))
     o_inter = einsum(c_from_start, H_0, "b h k t n, b h k n d -> b h k t d")
 
-    o = rearrange(o_inter + o_intra, "b h k c d -> b (k c) h d")[:, :T]  # drop the padding
+    o = from_chunks(o_inter + o_intra, T)  # (b, T, h, D): the padding dropped
     o = o.to(v.dtype)
     return o, (state if output_final_state else None)

@@ -84,7 +84,7 @@ import os
 import torch
 import triton
 
-from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.gla.chunk_blocks import _chunk_bwd_kernel, _output_fwd_kernel
 from hymo_mini.ops.gla.chunk_states import (
     _chunk_delta_kernel,
@@ -245,11 +245,8 @@ def chunk_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=False
     initial_state.
     """
     check_inputs(v, b, c, g, A, initial_state, check_values=check_values)
-    if v.device.type != "cuda" and not INTERPRET:
-        raise RuntimeError(
-            "the chunked Triton kernel needs a CUDA GPU, or the Triton interpreter on CPU: "
-            "set TRITON_INTERPRET=1 before hymo_mini.ops.gla.chunk_triton is imported, or use "
-            "gated_linear_attention(..., backend='chunk_torch')")
+    check_triton_device(v, INTERPRET, "the chunked Triton kernel", __name__,
+                        "gated_linear_attention(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         return empty_sequence(v, b, initial_state, output_final_state)
     return ChunkGLAFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from einops import einsum
 
-from hymo_mini.ops.checks import check_inputs
+from hymo_mini.ops.checks import check_inputs, compute_dtype, start_state
 
 __all__ = ["naive_gla"]
 
@@ -31,11 +31,9 @@ def naive_gla(v, b, c, g, A, initial_state=None, *, check_values: bool = True):
     """
     check_inputs(v, b, c, g, A, initial_state, check_values=check_values)
     B, T, H, D = v.shape
-    S = b.shape[-1]
     out_dtype = v.dtype
-    acc = torch.float64 if v.dtype == torch.float64 else torch.float32
-    state = (torch.zeros(B, H, S, D, dtype=acc, device=v.device) if initial_state is None
-             else initial_state.to(acc))  # (B, H, S, D)
+    acc = compute_dtype(v)
+    state = start_state(v, b, initial_state, acc)  # (B, H, S, D), zeros without one
     v, b, c, g, A = (t.to(acc) for t in (v, b, c, g, A))
     outputs = []
     for t in range(T):

@@ -50,7 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.ops.checks import check_inputs, empty_sequence
+from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 
 __all__ = ["recurrent_gla_triton", "RecurrentGLAFunction", "CONFIGS", "INTERPRET"]
 
@@ -324,11 +324,8 @@ def recurrent_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=F
     initial_state.
     """
     check_inputs(v, b, c, g, A, initial_state, check_values=check_values)
-    if v.device.type != "cuda" and not INTERPRET:
-        raise RuntimeError(
-            "the recurrent Triton kernel needs a CUDA GPU, or the Triton interpreter on CPU: "
-            "set TRITON_INTERPRET=1 before hymo_mini.ops.gla.recurrent_triton is imported, "
-            "or use gated_linear_attention(..., backend='chunk_torch')")
+    check_triton_device(v, INTERPRET, "the recurrent Triton kernel", __name__,
+                        "gated_linear_attention(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         return empty_sequence(v, b, initial_state, output_final_state)
     inputs = [t for t in (v, b, c, g, A, initial_state) if t is not None]

@@ -1,0 +1,67 @@
+"""The helpers the recurrence paths share: time cut into padded chunks and joined again,
+and the causal decays of a chunk against their definition (ops/chunks.py, both chunk
+forms); the start state (every plain path) and the device check of the Triton kernels
+(ops/checks.py)."""
+
+import pytest
+import torch
+
+from hymo_mini.ops.checks import check_triton_device, compute_dtype, start_state
+from hymo_mini.ops.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
+
+
+@pytest.mark.parametrize("T", [1, 7, 8, 9])
+def test_chunks_pad_with_zero_steps_and_join_back(T):
+    x = torch.randn(2, T, 3, 5, dtype=torch.float16)  # (B, T, H, D)
+    chunks = to_chunks(x, 4, torch.float32)
+    K = -(-T // 4)
+    assert chunks.shape == (2, 3, K, 4, 5) and chunks.dtype == torch.float32
+    assert torch.equal(chunks[:, 1, 0, 0], x[:, 0, 1].float())  # chunk 0, step 0, head 1
+    steps = chunks.flatten(2, 3)  # (B, H, K * C, D)
+    assert not steps[:, :, T:].any()  # the padding is zero steps
+    assert torch.equal(from_chunks(chunks, T), x.float())
+    gates = torch.rand(2, T, 3)  # (B, T, H): no trailing dims
+    assert torch.equal(from_chunks(to_chunks(gates, 4, torch.float32), T), gates)
+
+
+def test_causal_decays_are_their_definition():
+    L = torch.rand(1, 2, 3, 5, dtype=torch.float64).cumsum(-1)  # (b, h, k, C)
+    A = -torch.rand(2, 4, dtype=torch.float64) * 3  # (h, S)
+    E = causal_decays(L, A)
+    assert E.shape == (1, 2, 3, 5, 5, 4)
+    for t in range(5):
+        for s in range(5):
+            want = torch.exp((L[..., t, None] - L[..., s, None]) * A[:, None]) if s <= t else 0
+            assert torch.allclose(E[..., t, s, :], torch.as_tensor(want, dtype=E.dtype))
+    strong = causal_decays(L * 1e4, A * 1e4)  # an exponent that would overflow if negated
+    assert torch.isfinite(strong).all() and strong.max() <= 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, "8", True, None])
+def test_bad_chunk_size(bad):
+    with pytest.raises(ValueError, match=r"chunk_size must be a positive int, e\.g\. 16"):
+        check_chunk_size(bad, 16)
+    check_chunk_size(3, 16)
+
+
+def test_start_state_and_compute_dtype():
+    v, b = torch.zeros(2, 5, 3, 4, dtype=torch.bfloat16), torch.zeros(2, 5, 3, 6)
+    assert compute_dtype(v) == torch.float32
+    assert compute_dtype(v.double()) == torch.float64
+    zeros = start_state(v, b, None, torch.float64)
+    assert zeros.shape == (2, 3, 6, 4) and zeros.dtype == torch.float64 and not zeros.any()
+    h0 = torch.randn(2, 3, 6, 4)
+    assert torch.equal(start_state(v, b, h0, torch.float64), h0.double())
+
+
+def test_triton_device_check_names_the_switch_and_the_way_out():
+    v = torch.zeros(1, 2, 1, 3)
+    check_triton_device(v, True, "the kernel", "some.module", "x")  # interpreted: runs
+    with pytest.raises(RuntimeError) as error:
+        check_triton_device(v, False, "the chunked Triton kernel", "hymo_mini.ops.gla.chunk_triton",
+                            "gated_linear_attention(..., backend='chunk_torch')")
+    message = str(error.value)
+    assert message.startswith("the chunked Triton kernel needs a CUDA GPU") and "\n" not in message
+    for part in ("TRITON_INTERPRET=1 before hymo_mini.ops.gla.chunk_triton is imported",
+                 "or use gated_linear_attention(..., backend='chunk_torch')"):
+        assert part in message
