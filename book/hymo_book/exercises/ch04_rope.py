@@ -16,8 +16,10 @@ def _rotate_pair_oracle(x0, x1, angle):
 
 def _rotate_pair_cases():
     gen = torch.Generator().manual_seed(0)
-    cases = [Case("zero angle", (1.0, 2.0, 0.0)), Case("quarter turn", (1.0, 0.0, math.pi / 2)),
-             Case("negative angle", (0.3, -1.2, -0.7)), Case("a full turn", (2.0, 5.0, 2 * math.pi))]
+    cases = [Case("zero angle", (1.0, 2.0, 0.0)),
+             Case("quarter turn", (1.0, 0.0, math.pi / 2)),
+             Case("negative angle", (0.3, -1.2, -0.7)),
+             Case("a full turn", (2.0, 5.0, 2 * math.pi))]
     for i in range(5):
         x0, x1, a = (torch.randn(3, generator=gen) * 3).tolist()
         cases.append(Case(f"random {i}", (x0, x1, a)))
@@ -30,7 +32,7 @@ EXERCISES = [
         oracle=_rotate_pair_oracle,
         wrong=[(lambda x0, x1, angle: (x0 * math.cos(angle) + x1 * math.sin(angle),
                                        -x0 * math.sin(angle) + x1 * math.cos(angle)),
-                "case quarter turn: output 0 differs"),  # rotates the wrong way
+                "case quarter turn: output 1 differs"),  # rotates the wrong way
                (lambda x0, x1, angle: (x1, x0), "case zero angle: output 0 differs")],
     ),
 ]
