@@ -129,7 +129,8 @@ def test_split_follows_modules_not_names():
     cfg = load_config("hymo_mini").model
     delta = build_hymo(replace(cfg, gdn_rule="delta", n_layers=4))
     names = optimizer_groups(delta).names("muon")
-    assert _in_layer(delta, delta.config.gdn_positions[0], "beta_proj.weight") in names  # a new GDN matrix: Muon, by rule
+    beta = _in_layer(delta, delta.config.gdn_positions[0], "beta_proj.weight")
+    assert beta in names  # a new GDN matrix: Muon, by rule
     adamw_only = optimizer_groups(delta, "adamw")
     assert adamw_only.names("muon") == []
     assert set(names) <= set(adamw_only.names("adamw_decay"))
