@@ -104,6 +104,17 @@ def test_the_texts_layout_gives_the_documented_lists(table):
     assert layout(text.nope_gdn_positions) == table["nope-positions"].claim.documented
 
 
+def test_the_nope_note_gives_both_rules_on_both_layouts(table):
+    note = table["nope-positions"].claim.note
+    for position in ("first", "last"):
+        c = replace(cfg(), mla_position=position, nope_hybrid_gdn=True)
+        after = tuple(p + 1 for p in c.mla_positions if p + 1 in c.gdn_positions)
+        assert f"after would be {layout(after)}" in note, position
+        if position == "last":  # the default: the list's layers are MLA layers there
+            assert set(range(3, 28, 4)) <= set(c.mla_positions)
+            assert f"before is {layout(c.nope_gdn_positions)}" in note
+
+
 def test_the_mla_reading_rests_on_the_mqar_seeds(table):
     """The note's evidence, counted from the results file it names: a run learned MQAR when
     it scores at least 90% on every evaluated task (chance is 1/N for N keys)."""
@@ -130,6 +141,7 @@ def test_verdicts_of_key_claims(table):
         "capacity": "wrong", "theta-1": "wrong", "launch-arith": "correct",
         "launch-count": "wrong", "speedup-8000": "approximately right",
         "trajectory": "approximately right", "mla-positions": "contradiction",
+        "nope-positions": "contradiction",
         "moe-active-layer": "contradiction", "stored-gb": "wrong", "gdn-state-80k": "correct",
         "total-active": "correct", "total-stored": "correct", "attn-412G": "wrong",
         "tput-arith": "correct", "tput": "wrong", "softcap-5": "approximately right",
