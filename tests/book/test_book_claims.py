@@ -2,7 +2,10 @@
 
 import pytest
 from hymo_book.claims import CLAIMS, Claim, ClaimsTable, check, check_all, verdict
+from hymo_book.claims.values import cfg, layout
+from hymo_book.results import load_result
 
+from hymo_mini.config import replace
 from hymo_mini.params import formula_params
 
 
@@ -65,8 +68,8 @@ EXACT = {
     "head-115M": 2 * 896 * 64_256,
     "act-940mb": 939_524_096,
     "trajectory": 2_684_354_560,
-    "mla-positions": "0, 4, ..., 28",
-    "nope-positions": "3, 7, ..., 27",
+    "mla-positions": "3, 7, ..., 31",  # the figure's layout, MLA last in each group of four
+    "nope-positions": "2, 6, ..., 30",  # the GDN layer just before each of those
     "A_log-shape": "(40, 32)",
     "decay-gate": "dt_proj",
     "rope-gdn": "b, c",
@@ -95,11 +98,50 @@ def test_computed_values_close_to_closed_forms(table):
     assert table["total-stored"].computed == formula.stored
 
 
+def test_the_texts_layout_gives_the_documented_lists(table):
+    text = replace(cfg(), mla_position="first", nope_hybrid_gdn=True)
+    assert layout(text.mla_positions) == table["mla-positions"].claim.documented
+    assert layout(text.nope_gdn_positions) == table["nope-positions"].claim.documented
+
+
+def test_the_nope_note_gives_both_rules_on_both_layouts(table):
+    note = table["nope-positions"].claim.note
+    for position in ("first", "last"):
+        c = replace(cfg(), mla_position=position, nope_hybrid_gdn=True)
+        after = tuple(p + 1 for p in c.mla_positions if p + 1 in c.gdn_positions)
+        assert f"after would be {layout(after)}" in note, position
+        if position == "last":  # the default: the list's layers are MLA layers there
+            assert set(range(3, 28, 4)) <= set(c.mla_positions)
+            assert f"before is {layout(c.nope_gdn_positions)}" in note
+
+
+def test_the_mla_reading_rests_on_the_mqar_seeds(table):
+    """The note's evidence, counted from the results file it names: a run learned MQAR when
+    it scores at least 90% on every evaluated task (chance is 1/N for N keys)."""
+    report = load_result("mqar_seeds_h200_2026-12-01.json", need=("runs",))
+
+    def learned(**fields):  # (runs that learned, runs) of the 4-layer stack with ``fields``
+        types = replace(cfg(), n_layers=4, **fields).layer_types
+        code = "".join("A" if t == "mla" else "G" for t in types)
+        runs = [r for r in report["runs"] if r["layer_types"] == code]
+        assert runs, code
+        return sum(min(acc for _, _, acc in r["accuracy"]) >= 0.9 for r in runs), len(runs)
+
+    (last, n_last), (first, n_first) = learned(mla_position="last"), learned(mla_position="first")
+    assert last > first  # the preference the reading rests on
+    assert learned(mla_every=1)[0] == learned(mla_every=0)[0] == 0  # neither pure stack did
+    note = table["mla-positions"].claim.note
+    assert cfg().mla_position == "last" and "reading: the figure's" in note
+    assert f"MLA last learned the task in {last} of {n_last} runs" in note
+    assert first == 0 and n_first == n_last and "MLA first in none" in note
+
+
 def test_verdicts_of_key_claims(table):
     expected = {
         "capacity": "wrong", "theta-1": "wrong", "launch-arith": "correct",
         "launch-count": "wrong", "speedup-8000": "approximately right",
         "trajectory": "approximately right", "mla-positions": "contradiction",
+        "nope-positions": "contradiction",
         "moe-active-layer": "contradiction", "stored-gb": "wrong", "gdn-state-80k": "correct",
         "total-active": "correct", "total-stored": "correct", "attn-412G": "wrong",
         "tput-arith": "correct", "tput": "wrong", "softcap-5": "approximately right",

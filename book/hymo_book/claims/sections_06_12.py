@@ -65,8 +65,10 @@ CLAIMS_06_12: list[Claim] = [
           versus="appendix: RoPE on the GDN keys b and c"),
     Claim("nope-positions", "3.3", "NoPE GDN layers {3, 7, ..., 27}", "3, 7, ..., 27",
           nope_positions, "",
-          "reading: the list; those layers sit immediately before each MLA layer (after would "
-          "be 1, 5, ..., 29)",
+          "reading: the GDN layer just before each MLA layer, the rule that gives the list "
+          "for the text's layout (MLA first; after would be 1, 5, ..., 29). With the figure's "
+          "layout, our default, the list's layers are MLA layers; before is 2, 6, ..., 30 "
+          "and after would be 4, 8, ..., 28",
           versus="appendix: 'the GDN layer immediately after each MLA layer'"),
     # section 8
     Claim("expert", "8.5", "one SwiGLU expert: 896 × 2304 × 3 = 6.19M", 6.19e6,
