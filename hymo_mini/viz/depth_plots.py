@@ -29,7 +29,7 @@ from torch import nn
 
 from hymo_mini.blocks import GDNBlock, MLABlock
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.viz.moe_plots import _single_thread
+from hymo_mini.viz.moe_experiments import single_thread
 
 __all__ = [
     "ParamStat",
@@ -112,7 +112,7 @@ def residual_rms(config: ModelConfig, T: int = 32, B: int = 1, seed: int = 0,
         for mode in MODES:
             streams[(mode, init)] = [x]
     nope = set(config.nope_gdn_positions)
-    with torch.no_grad(), _single_thread():  # many small ops: threads only contend
+    with torch.no_grad(), single_thread():  # many small ops: threads only contend
         for i, kind in enumerate(config.layer_types):
             if kind == "mla":
                 torch.manual_seed(seed + i)
