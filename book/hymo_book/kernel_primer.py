@@ -86,7 +86,8 @@ def hierarchy_rows(spec: GpuSpec = H200) -> list[tuple[str, str, str]]:
         ("shared memory", f"up to {spec.shared_kib_per_sm} KiB per SM",
          "the warps of one program"),
         ("L2 cache", f"{spec.l2_mib} MB", "every SM"),
-        ("HBM", f"{spec.hbm_gb:g} GB at {spec.hbm_tbps:g} TB/s", "every SM, and the host"),
+        ("HBM", f"{spec.hbm_gb:g} GB at {spec.hbm_tbps:g} TB/s",
+         "every SM (copies from the host land here)"),
     ]
 
 

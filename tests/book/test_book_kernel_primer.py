@@ -6,6 +6,7 @@ import pytest
 import torch
 from figure_checks import assert_integer_ticks, assert_series_distinct
 from hymo_book import kernel_primer as kp
+from hymo_book.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt
 from hymo_book.results import load_result
 
 
@@ -87,8 +88,11 @@ def test_pipeline_schedule_overlaps_loads_with_computation(load, compute):
 
 
 def test_figures_keep_the_books_rules():
-    assert_series_distinct(kp.roofline_figure(bandwidth_GBps=4000.0))
+    roofline = kp.roofline_figure(bandwidth_GBps=4000.0)
+    assert_series_distinct(roofline)
     fig = kp.pipeline_figure(n_iter=5, load=3, compute=2, stages=(1, 2))
+    for figure in (roofline, fig):
+        assert smallest_text_pt(figure) >= FIGURE_MIN_FONT_PT
     assert len(fig.axes) == 2
     assert_integer_ticks(fig.axes[-1].xaxis)
     assert "end at time 25" in fig.axes[0].get_title()  # 5 x (3 + 2)
