@@ -35,7 +35,8 @@ def _linear_bytes_cases():
         Case("the mini model, fp32", (mini, 4)),
         Case("hymo_750m, bf16", (prod, 2)),
         Case("hymo_750m, fp32", (prod, 4)),
-        Case("keys narrower than values (S = 8, D = 16)", (replace(mini, gdn_d_state=8, gdn_rope_dim=8), 4)),
+        Case("keys narrower than values (S = 8, D = 16)",
+             (replace(mini, gdn_d_state=8, gdn_rope_dim=8), 4)),
         Case("the delta rule (one more projection)", (replace(mini, gdn_rule="delta"), 4)),
         Case("a wider mixer (d_inner = 2 × dim)", (replace(mini, gdn_d_inner=128), 2)),
     ]
