@@ -70,3 +70,26 @@ def hybrid_over_all_mla(T: int = 4096) -> float:
     """Training tokens/s of the 3:1 hybrid over the all-MLA stack, both on the fast path."""
     B = {4096: 4, 16384: 1}[T]
     return tokens_per_s(f"hybrid_fast_b{B}t{T}") / tokens_per_s(f"mla_fast_b{B}t{T}")
+
+
+MQAR_RUN = "mqar_seeds_h200_2026-12-01.json"  # the evidence for the MLA layout
+
+
+@functools.lru_cache(maxsize=1)
+def mqar_run() -> dict:
+    return load_result(MQAR_RUN, need=("runs",))
+
+
+def mqar_learned(threshold: float = 0.9, **fields) -> tuple[int, int]:
+    """(runs that learned the recall task, runs) of the 4-layer stack that ``fields`` of the
+    production config give (e.g. ``mla_position="last"``, ``mla_every=1``). A run learned
+    the task when it scores at least ``threshold`` on every evaluated size."""
+    from hymo_book.claims.values import cfg
+    from hymo_mini.config import replace
+
+    types = replace(cfg(), n_layers=4, **fields).layer_types
+    code = "".join("A" if t == "mla" else "G" for t in types)
+    runs = [r for r in mqar_run()["runs"] if r["layer_types"] == code]
+    if not runs:
+        raise KeyError(f"{MQAR_RUN} has no run of the layout {code}")
+    return sum(min(acc for _, _, acc in r["accuracy"]) >= threshold for r in runs), len(runs)

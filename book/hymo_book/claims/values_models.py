@@ -186,7 +186,8 @@ def documented_block_cosine() -> float:
     x = torch.randn(1, 32, cfg().dim)
     with torch.no_grad():
         y = block(x)
-    return float(torch.nn.functional.cosine_similarity(x, y, dim=-1).mean())
+    cosine = float(torch.nn.functional.cosine_similarity(x, y, dim=-1).mean())
+    return round(cosine, 2) + 0.0  # near zero: its last digits vary between CPUs (and no -0.0)
 
 
 # ---- the recurrent Triton kernel (section 6) ---------------------------------------------
