@@ -245,8 +245,8 @@ CLAIMS_ERRATA_01_05: list[Claim] = [
     Claim("block-identity", "5.6", "at init the GDN block is approximately an identity", 1.0,
           documented_block_cosine, "",
           "the cosine between the documented block's input and output at init (mean over 32 "
-          "tokens, production width, to two decimals): o ≈ v holds inside the mixer, but out_proj and "
-          "skip_proj are random, so the block's output is unrelated to its input"),
+          "tokens, production width, to two decimals): o ≈ v holds inside the mixer, but "
+          "out_proj and skip_proj are random, so the block's output is unrelated to its input"),
 ]
 
 
