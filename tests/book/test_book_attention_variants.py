@@ -135,7 +135,10 @@ def test_layer_position_table_follows_the_config():
     prod = ModelConfig()
     rows = layer_position_table(prod)
     assert [r[0] for r in rows if r[1] == "MLA"] == list(prod.mla_positions)
-    assert rows[0][2] == "RoPE on 32 of 128 q/k channels"
-    assert rows[3][2] == "RoPE on 32 of 32 b/c channels"
+    assert rows[prod.mla_positions[0]][2] == "RoPE on 32 of 128 q/k channels"
+    assert rows[prod.gdn_positions[0]][2] == "RoPE on 32 of 32 b/c channels"
     nope = layer_position_table(replace(prod, nope_hybrid_gdn=True))
-    assert [r[0] for r in nope if r[2].startswith("NoPE")] == [3, 7, 11, 15, 19, 23, 27]
+    assert [r[0] for r in nope if r[2].startswith("NoPE")] == [2, 6, 10, 14, 18, 22, 26, 30]
+    text = layer_position_table(replace(prod, nope_hybrid_gdn=True, mla_position="first"))
+    assert [r[0] for r in text if r[1] == "MLA"] == [0, 4, 8, 12, 16, 20, 24, 28]
+    assert [r[0] for r in text if r[2].startswith("NoPE")] == [3, 7, 11, 15, 19, 23, 27]
