@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from hymo_mini.config import ConfigError, load_config
+from hymo_mini.config import ConfigError, load_config, replace
 from hymo_mini.costs import stack_cost
 from hymo_mini.viz import arch
 
@@ -28,17 +28,19 @@ def _texts(fig: Figure) -> str:
 
 
 # ---- chapter 01/03: arch ---------------------------------------------------------------
-def test_layer_map_draws_one_box_per_layer_coloured_by_type():
-    fig = arch.layer_map_figure(mla_every=4, mla_position="first", n_layers=32)
+@pytest.mark.parametrize("position", ["last", "first"])  # the figure's layout, the text's
+def test_layer_map_draws_one_box_per_layer_coloured_by_type(position):
+    fig = arch.layer_map_figure(mla_every=4, mla_position=position, n_layers=32)
     boxes = _boxes(fig)
     assert len(boxes) == 32
     mla = [i for i, b in enumerate(boxes) if b.get_facecolor()[:3] == pytest.approx(
         tuple(int(arch.COLOURS["MLA"][k:k + 2], 16) / 255 for k in (1, 3, 5)))]
-    assert mla == list(PROD.mla_positions)
-    two_rows = arch.layer_map_figure(compare_offset=3, n_layers=8)
+    assert mla == list(replace(PROD, mla_position=position).mla_positions)
+    two_rows = arch.layer_map_figure(mla_position=position, compare_position="first", n_layers=8)
     assert len(_boxes(two_rows)) == 16
-    hatched = arch.layer_map_figure(nope_hybrid_gdn=True)
-    assert sum(1 for b in _boxes(hatched) if b.get_hatch()) == 7
+    hatched = arch.layer_map_figure(mla_position=position, nope_hybrid_gdn=True)
+    nope = replace(PROD, mla_position=position, nope_hybrid_gdn=True).nope_gdn_positions
+    assert [i for i, b in enumerate(_boxes(hatched)) if b.get_hatch()] == list(nope)
     assert len(_boxes(arch.layer_map_figure(mla_every=0, n_layers=12))) == 12
 
 

@@ -193,12 +193,17 @@ def test_residual_rms_modes(mini_config):
     assert all(len(v) == mini_config.n_layers + 1 for v in results.values())
     assert results[("identity", "torch")][0] == pytest.approx(1.0, rel=0.1)
     assert results[("identity", "scaled")][0] == pytest.approx(mini_config.dim ** -0.5, rel=0.1)
-    # layer 1 is a GDN layer: without an identity path it shrinks the stream
+    # entry i is the stream entering layer i; without an identity path a GDN layer shrinks it
     doc, ident = results[("document", "torch")], results[("identity", "torch")]
-    assert doc[2] < 0.8 * doc[1]
-    assert ident[2] > 0.9 * ident[1]
-    # the MLA layers (0 and 4) are the same in both modes
-    assert doc[1] == pytest.approx(ident[1])
+    g = mini_config.gdn_positions[0]
+    assert doc[g + 1] < 0.8 * doc[g]
+    assert ident[g + 1] > 0.9 * ident[g]
+    # the MLA layers are the same in both modes: seen on the text's layout, where the first
+    # MLA layer reads the embedding in both
+    first = replace(mini_config, mla_position="first")
+    assert first.mla_positions[0] == 0
+    text = depth_plots.residual_rms(first, T=16)
+    assert text[("document", "torch")][1] == pytest.approx(text[("identity", "torch")][1])
     assert depth_plots.residual_rms(mini_config, T=16) is results  # cached
     with pytest.raises(ValueError, match="T and B"):
         depth_plots.residual_rms(mini_config, T=0)

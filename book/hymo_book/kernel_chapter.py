@@ -1,19 +1,23 @@
-"""Arithmetic and figures of chapter 06, the Triton kernel (section 6 of the document).
+"""Arithmetic and figures of the kernel chapters: 10 (the Triton kernels) and 21 (the kernel
+report); section 6 of the document.
 
 Three groups, each checked by ``tests/book/test_book_kernel_chapter.py``:
 
 * **Errors** for the ladder loop → kernel → check: :func:`max_rel_error`, :func:`check_line`.
 * **The chunkwise-parallel form drawn**: :func:`decay_matrix` builds, for one head, the
-  (T, T) matrix M with o = M v that the recurrence amounts to, and
-  :func:`chunk_matrix_figure` draws it cut into chunks.
+  (T, T) matrix M with o = M v that the recurrence amounts to (chapter 10 checks the
+  levels against it), and :func:`chunk_matrix_figure` draws it cut into chunks.
 * **The document's arithmetic**: :func:`document_launches`, :func:`launches_per_step`
-  (kernels the eager loop launches per time step, counted by PyTorch's dispatcher), and the
-  memory of a stored state trajectory against checkpoints (:func:`memory_bytes`,
+  (kernels the eager loop launches per time step, counted by PyTorch's dispatcher; both
+  combined with the measured run in :func:`hymo_book.kernel_report.launch_arithmetic`), and
+  the memory of a stored state trajectory against checkpoints (:func:`memory_bytes`,
   :func:`recurrent_peak_bytes`, :func:`memory_figure`).
 
-The chapter's other material has its own modules: the levels of the chunked kernel in
-:mod:`hymo_book.chunk_levels`, the committed GPU measurements in
-:mod:`hymo_book.kernel_results` and :mod:`hymo_book.kernel_plots`, and the chunked kernel's
+The kernel chapters' other material has its own modules: the GPU primer of chapter 09 in
+:mod:`hymo_book.kernel_primer`, the source listings in :mod:`hymo_book.kernel_source`, the
+levels of the chunked kernel in :mod:`hymo_book.chunk_levels`, the committed GPU
+measurements in :mod:`hymo_book.kernel_results`, :mod:`hymo_book.kernel_plots`,
+:mod:`hymo_book.kernel_runs` and :mod:`hymo_book.kernel_report`, and the chunked kernel's
 traffic, peak memory and targets in :mod:`hymo_book.kernel_targets`. Nothing here measures
 time.
 """

@@ -1,4 +1,4 @@
-"""hymo_book.kernel_chapter (book chapter 06): the error checks, the decay matrix of the
+"""hymo_book.kernel_chapter (book chapters 10 and 21): the error checks, the decay matrix of the
 chunked form against the loop, the document's launch and memory arithmetic, and the predicted
 peak memory of the recurrent kernel against the committed H200 measurement."""
 
