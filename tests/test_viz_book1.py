@@ -102,7 +102,7 @@ def test_registered_figures_build():
         assert isinstance(fn(), Figure)
 
 
-# ---- chapter 04: mla_plots -------------------------------------------------------------
+# ---- chapters 05, 06: mla_plots -------------------------------------------------------------
 def test_kv_cache_figure_reports_the_cost_model():
     import torch
 

@@ -40,7 +40,7 @@ TERMS: dict[str, tuple[str, str]] = {
     "grouped-query attention": ("05_attention", r"\bGQA\b|\bgrouped-query\b"),
     "KV cache": ("05_attention", r"\bKV[- ]cache\b"),
     "MLA": ("01_overview", r"\bMLA\b"),
-    "latent": ("06_mla", r"\blatent\b"),
+    "latent": ("05_attention", r"\blatent\b"),  # 05 names it, 06 teaches it
     "GDN": ("01_overview", r"\bGDN\b|\bGated Delta Net\b"),
     "delta rule": ("07_gdn", r"\bdelta rule\b"),
     "chunkwise": ("08_chunked_form", r"\bchunkwise\b|\bchunked form\b"),
