@@ -175,7 +175,8 @@ def config_from_dict(data: dict[str, Any]) -> HyMoConfig:
         raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
     unknown = set(data) - set(_SECTION_CLASSES)
     if unknown:
-        raise ConfigError(f"config: unknown section(s) {sorted(unknown)}; "
+        raise ConfigError(f"config: unknown section(s) {sorted(unknown)}"
+                          f"{did_you_mean(sorted(unknown)[0], _SECTION_CLASSES)}; "
                           f"expected some of {sorted(_SECTION_CLASSES)}")
     parts = {}
     for section, cls in _SECTION_CLASSES.items():
@@ -185,7 +186,8 @@ def config_from_dict(data: dict[str, Any]) -> HyMoConfig:
         known = {f.name for f in fields(cls)}
         extra = set(values) - known
         if extra:
-            raise ConfigError(f"{cls.__name__}: unknown key(s) {sorted(extra)}")
+            raise ConfigError(f"{cls.__name__}: unknown key(s) {sorted(extra)}"
+                              f"{did_you_mean(sorted(extra)[0], sorted(known))}")
         parts[section] = cls(**values)
     return HyMoConfig(**parts)
 

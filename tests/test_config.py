@@ -161,8 +161,13 @@ def test_other_section_errors():
 def test_yaml_errors(tmp_path):
     with pytest.raises(ConfigError, match="unknown section"):
         config_from_dict({"modle": {}})
-    with pytest.raises(ConfigError, match="ModelConfig.*dimm"):
+    with pytest.raises(ConfigError, match=r"ModelConfig.*dimm.*\(did you mean 'dim'\?\)"):
         config_from_dict({"model": {"dimm": 3}})
+    with pytest.raises(ConfigError, match=r"unknown section\(s\) \['modle'\] \(did you mean"):
+        config_from_dict({"modle": {}})
+    with pytest.raises(ConfigError) as err:  # nothing close: no suggestion
+        config_from_dict({"model": {"zzzzzz": 3}})
+    assert "did you mean" not in str(err.value)
     with pytest.raises(ConfigError, match="model"):
         config_from_dict({"model": [1, 2]})
     with pytest.raises(ConfigError, match="mapping"):

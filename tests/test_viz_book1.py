@@ -49,22 +49,37 @@ def test_layer_map_rejects_an_impossible_layout():
         arch.layer_map_figure(mla_every=4, mla_position="middle")
 
 
-def test_cost_curves_title_reports_the_cost_model():
+def test_cost_curves_title_reports_the_whole_stack():
     fig = arch.cost_curves_figure(gdn_per_mla=3, T=4096)
-    share = stack_cost(PROD, 4096).flops / stack_cost(PROD, 4096, 0).flops
-    assert f"{share:.0%} of all-MLA" in _texts(fig)
-    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 5  # 4 stacks + the T marker
+    hybrid = stack_cost(PROD, 4096, feed_forward=True).flops
+    all_mla = stack_cost(PROD, 4096, 0, feed_forward=True).flops
+    all_mha = stack_cost(PROD, 4096, 0, attention="mha", feed_forward=True).flops
+    assert f"{hybrid / all_mla:.0%} of all-MLA, {hybrid / all_mha:.0%} of all-MHA" in _texts(fig)
+    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 4  # 3 stacks + the T marker
     other = arch.cost_curves_figure(gdn_per_mla=7, T=1000)
-    assert "28 GDN + 4 MLA" in [line.get_label() for line in other.axes[0].lines]
+    assert "28 GDN + 4 × (MLA + MoE)" in [line.get_label() for line in other.axes[0].lines]
     assert "T=1,000" in _texts(other)
 
 
+def test_whole_stack_costs_are_the_cost_model():
+    costs = arch.whole_stack_costs(PROD, 4096)
+    assert [c.flops for c in costs.values()] == [
+        stack_cost(PROD, 4096, 0, attention="mha", feed_forward=True).flops,
+        stack_cost(PROD, 4096, 0, feed_forward=True).flops,
+        stack_cost(PROD, 4096, 3, feed_forward=True).flops]
+
+
 def test_hybrid_share_lines_end_near_the_mla_fraction():
-    fig = arch.hybrid_share_figure(ratios=(3,))
+    fig = arch.hybrid_share_figure(ratios=(3,), baseline="mla")
     curve = fig.axes[0].lines[0]
     assert curve.get_ydata()[-1] == pytest.approx(
-        stack_cost(PROD, 2**17).flops / stack_cost(PROD, 2**17, 0).flops)
+        stack_cost(PROD, 2**17, feed_forward=True).flops
+        / stack_cost(PROD, 2**17, 0, feed_forward=True).flops)
     assert 0.25 < curve.get_ydata()[-1] < 0.3
+    mha = arch.hybrid_share_figure(ratios=(3,)).axes[0].lines[0].get_ydata()
+    assert all(0.25 < y < curve.get_ydata()[i] for i, y in enumerate(mha))
+    with pytest.raises(ValueError, match="baseline"):
+        arch.hybrid_share_figure(baseline="gqa")
 
 
 def test_softcap_gradient_values():
@@ -102,7 +117,7 @@ def test_registered_figures_build():
         assert isinstance(fn(), Figure)
 
 
-# ---- chapter 04: mla_plots -------------------------------------------------------------
+# ---- chapters 05, 06: mla_plots -------------------------------------------------------------
 def test_kv_cache_figure_reports_the_cost_model():
     import torch
 

@@ -9,7 +9,8 @@ The library (``hymo_mini``) computes; this package serves the book. Notebooks ru
 * :mod:`hymo_book.offline` is the Sphinx extension that makes that site work with no
   network: MathJax and the Jupyter widget embedder are served from the site itself.
 * :mod:`hymo_book.legibility` says at what size a figure's text shows on the site.
-* :mod:`hymo_book.claims` is the audit of the design document (chapter 17);
+* :mod:`hymo_book.claims` is the audit of the design document (chapter 20);
+  :mod:`hymo_book.forward_pass` and :mod:`hymo_book.parameters` serve chapters 14 and 15;
   :mod:`hymo_book.env` the environment check (chapter 00);
   :mod:`hymo_book.attention_variants` the cache table and absorbed MLA (chapter 13).
 * :mod:`hymo_book.results` reads the measured runs in ``book/results/`` and captions them;

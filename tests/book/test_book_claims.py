@@ -1,8 +1,22 @@
 """The claims table: verdict rules, the exact claims, and the table's form."""
 
 import pytest
-from hymo_book.claims import CLAIMS, Claim, ClaimsTable, check, check_all, verdict
+from hymo_book.claims import (
+    CLAIMS,
+    ERRATA,
+    Claim,
+    ClaimsTable,
+    check,
+    check_all,
+    errata_table,
+    section_key,
+    verdict,
+)
 from hymo_book.claims.values import cfg, layout
+from hymo_book.claims.values_measured import hybrid_over_all_mla, speedup_range
+from hymo_book.curriculum import CHAPTERS
+from hymo_book.kernel_chapter import launches_per_step
+from hymo_book.readme import measured_section
 from hymo_book.results import load_result
 
 from hymo_mini.config import replace
@@ -31,6 +45,12 @@ def test_verdict_rules():
     assert verdict(claim("b, c"), "b, c") == "correct"
     assert verdict(claim("v"), "b, c") == "wrong"
     assert verdict(claim(100, versus="elsewhere: 200"), 100) == "contradiction"
+    assert verdict(claim(None), "what hymo_mini does") == "not specified"
+
+
+def test_a_note_may_be_computed():
+    result = check(Claim("n", "1", "two", 2, lambda: 2, note=lambda: f"{1 + 1} computed"))
+    assert result.note == "2 computed" and "2 computed" in str(ClaimsTable([result]))
 
 
 def test_unknown_unit_is_an_error():
@@ -55,7 +75,29 @@ EXACT = {
     "gdn-state-80k": 81_920,
     "decay-head10": -11.0,
     "decay-head39": -40.0,
-    "launch-count": 8_192,
+    "launch-count": sum(launches_per_step().values()) * 4096,  # counted, times T
+    "launch-count-intro": sum(launches_per_step().values()) * 4096,
+    "triton-launches": 1,  # one launch of a (B·H) grid
+    "kv-8-layers-32k": 2 * 2 ** 30,
+    "kv-8-layers-128k": 8 * 2 ** 30,
+    "ckpt-235mb": 8 * 4 * 4096 * 896 * 2,
+    "head-twice": 1,
+    "latent-norm-params": 224 + 128,
+    "qk-matrix": 4096 ** 2,
+    "head-dim": 128,
+    "linattn-special": "g = 0",
+    "delta-name": "adds (reads v1 + v2)",
+    "erasure-per-dim": "head (one scalar)",
+    "linattn-state": "S × D",
+    "linattn-cost": "S × D",
+    "groups-cache": "the same for 1, 4, 8, 16 groups",
+    "replace-variant": "TypeError",
+    "vocab-constant": "a config field",
+    "q-shape": "(2, 128, 2048)",
+    "v-shape": "(2, 128, 896)",
+    "attn-out-shape": "(2, 128, 2048)",
+    "kv-latent-shape": "(2, 128, 160)",
+    "gdn-bc-shape": "(2, 128, 40, 32)",
     "hbm-writes": 33,
     "gqa-cache": 4.0,
     "latent-1mb": 320,
@@ -139,7 +181,9 @@ def test_the_mla_reading_rests_on_the_mqar_seeds(table):
 def test_verdicts_of_key_claims(table):
     expected = {
         "capacity": "wrong", "theta-1": "wrong", "launch-arith": "correct",
-        "launch-count": "wrong", "speedup-8000": "approximately right",
+        "launch-count": "wrong", "speedup-8000": "wrong", "triton-launch": "wrong",
+        "hybrid-40pct": "wrong", "hybrid-3-5x": "wrong", "padding": "wrong",
+        "derive-config": "not specified", "block-identity": "wrong", "ckpt-235mb": "correct",
         "trajectory": "approximately right", "mla-positions": "contradiction",
         "nope-positions": "contradiction",
         "moe-active-layer": "contradiction", "stored-gb": "wrong", "gdn-state-80k": "correct",
@@ -173,6 +217,53 @@ def test_table_form(table):
 
 def test_every_contradiction_says_what_the_document_says_elsewhere(table):
     for r in table.filter(verdict="contradiction"):
-        assert r.claim.versus and r.claim.note
+        assert r.claim.versus and r.note
     for r in table.filter(verdict="wrong"):
-        assert r.claim.note or r.claim.id in {"theta-2", "decay-head39", "latent-4x"}
+        assert r.note or r.claim.id in {"theta-2", "decay-head39", "latent-4x"}
+
+
+def test_claims_come_in_the_documents_order(table):
+    keys = [section_key(r.claim.section) for r in table]
+    assert keys == sorted(keys)
+    assert section_key("6") < section_key("6.1") < section_key("11.2") < section_key("appendix")
+
+
+# ---- one number, shared with the kernel report and the README ---------------------------
+def test_the_launch_count_is_the_dispatchers(table):
+    per_step = sum(launches_per_step().values())
+    assert per_step > 2  # the loop's operators, not the document's "~2 kernels"
+    assert f"{per_step} kernels per step" in table["launch-count"].note
+
+
+def test_the_speedup_is_the_measured_one_the_readme_shows(table):
+    low, high = speedup_range()
+    computed = table["speedup-8000"].computed
+    assert computed == high and low < high < 8000 / 10  # the kernel alone, forward
+    readme = measured_section()
+    assert f"{low:.0f}× to {high:.0f}×" in readme
+    assert f"at 4,096 the ratio is {hybrid_over_all_mla(4096):.2f}×" in readme
+    assert table["hybrid-3-5x"].computed == hybrid_over_all_mla(4096)
+
+
+def test_the_hybrid_share_counts_the_moe_of_every_mla_layer(table):
+    from hymo_mini.flops import forward_flops
+
+    mixers_only = table["hybrid-40pct"].note
+    all_mla = forward_flops(replace(cfg(), mla_every=1), 4096, include_mtp=False)
+    hybrid = forward_flops(cfg(), 4096, include_mtp=False)
+    head = hybrid["output head (logits)"]
+    expected = (hybrid["total"] - head) / (all_mla["total"] - head)
+    assert table["hybrid-40pct"].computed == pytest.approx(expected)
+    assert expected < 0.5 and "mixers alone give 80%" in mixers_only
+
+
+# ---- the errata the teaching chapters carried ---------------------------------------------
+def test_every_errata_row_is_a_claim(table):
+    ids = {r.claim.id for r in table}
+    for chapter, (title, rows) in ERRATA.items():
+        assert chapter in CHAPTERS and title and rows, chapter
+        assert set(rows) <= ids, (chapter, set(rows) - ids)
+        assert len(set(rows)) == len(rows), chapter
+        assert [r.claim.id for r in errata_table(chapter, table)] == rows
+    with pytest.raises(KeyError, match="no errata for chapter"):
+        errata_table("99_nothing", table)

@@ -82,13 +82,6 @@ INTERPRET_CONFIGS = {
 # and two independent reductions per iteration for the scheduler to overlap.
 # --------------------------------------------------------------------------------------
 @triton.jit
-def _fwd_step(b_h, b_b, b_c, b_v, b_g, b_A):
-    """H_t = exp(g_t A) ⊙ H_{t-1} + b_t ⊗ v_t, o_t = c_t^T H_t on one (BS, BD) block."""
-    b_h = b_h * tl.exp(b_g * b_A)[:, None] + b_b[:, None] * b_v[None, :]  # [BS, BD]
-    return b_h, tl.sum(b_h * b_c[:, None], axis=0)  # [BS, BD], [BD]
-
-
-@triton.jit
 def _fwd_kernel(v, b, c, g, A, h0, o, ht, ckpt, T,
                 H: tl.constexpr, S: tl.constexpr, D: tl.constexpr,
                 BS: tl.constexpr, BD: tl.constexpr, ND: tl.constexpr, C: tl.constexpr,
