@@ -16,12 +16,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make ``hymo_book`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
+from hymo_book.index import _title_and_summary  # noqa: E402
 from hymo_book.results import load_result  # noqa: E402
 
-__all__ = ["README", "START", "END", "measured_section", "rewrite"]
+__all__ = ["README", "SECTIONS", "measured_section", "parts_section", "rewrite"]
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-START, END = "<!-- measured: start -->", "<!-- measured: end -->"
 
 
 def _n(x: float) -> str:
@@ -143,18 +144,34 @@ def measured_section() -> str:
     return "\n".join(lines)
 
 
+def parts_section() -> str:
+    """The parts of the book with their chapters' numbers and titles, in reading order."""
+    lines = ["| part | chapters |", "|---|---|"]
+    for caption, stems in PARTS:
+        titles = [f"{s[:2]} {_title_and_summary(s)[0]}" for s in stems
+                  if (BOOK / f"{s}.ipynb").exists()]
+        lines.append(f"| {caption} | {' · '.join(titles)} |")
+    return "\n".join(lines)
+
+
+# marker name -> the function that writes what stands between its two markers
+SECTIONS = {"measured": measured_section, "parts": parts_section}
+
+
 def rewrite(readme: Path = README, check: bool = False) -> bool:
-    """Put the section between the markers; returns whether README.md was already up to
-    date (with ``check``, nothing is written)."""
-    text = readme.read_text()
-    if START not in text or END not in text:
-        raise ValueError(f"{readme} has no {START} ... {END} markers")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{measured_section()}\n{END}{tail}"
-    if not check and new != text:
-        readme.write_text(new)
-    return new == text
+    """Put every generated section between its markers; returns whether README.md was
+    already up to date (with ``check``, nothing is written)."""
+    text = original = readme.read_text()
+    for name, section in SECTIONS.items():
+        start, end = f"<!-- {name}: start -->", f"<!-- {name}: end -->"
+        if start not in text or end not in text:
+            raise ValueError(f"{readme} has no {start} ... {end} markers")
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{start}\n{section()}\n{end}{tail}"
+    if not check and text != original:
+        readme.write_text(text)
+    return text == original
 
 
 def main(argv: list[str] | None = None) -> int:
