@@ -1,5 +1,8 @@
 """The claims table: verdict rules, the exact claims, and the table's form."""
 
+import math
+
+import nbformat
 import pytest
 from hymo_book.claims import (
     CLAIMS,
@@ -10,11 +13,12 @@ from hymo_book.claims import (
     check_all,
     errata_table,
     section_key,
+    values_errata,
     verdict,
 )
 from hymo_book.claims.values import cfg, layout
 from hymo_book.claims.values_measured import hybrid_over_all_mla, speedup_range
-from hymo_book.curriculum import CHAPTERS
+from hymo_book.curriculum import BOOK, CHAPTERS
 from hymo_book.kernel_chapter import launches_per_step
 from hymo_book.readme import measured_section
 from hymo_book.results import load_result
@@ -119,6 +123,17 @@ EXACT = {
     "mtp-lengths": "T-2, T-3",
     "bf16-tie": "bf16 equal, fp32 distinct",
     "router-fp32": "float32 probs and top-k for bf16 input",
+    # the errata of chapters 04-06 and 11-13
+    "rope-distance": "norm preservation",
+    "rope-intuition": "small k: high frequency",
+    "expert-bias": 3 * 896 * 2304 + 2 * 2304 + 896,  # nn.Linear's default biases counted
+    "gate-bias-grad": "gets a gradient",
+    "mtp-formula": "MTP_1(h_t, x_{t+1})",
+    "gqa-cache-text": 4 / 16,
+    "absorb-cache": "latent c_t and k_pe",
+    "absorb-flops": "absorbed costs less",
+    "kv-8-mla": 8 * 4096 * (128 + 32) * 2,
+    "kv-8-mla-32k": 8 * 32_768 * (128 + 32) * 2,
 }
 
 
@@ -190,6 +205,9 @@ def test_verdicts_of_key_claims(table):
         "total-active": "correct", "total-stored": "correct", "attn-412G": "wrong",
         "tput-arith": "correct", "tput": "wrong", "softcap-5": "approximately right",
         "softcap-15": "wrong", "decay-head10": "wrong", "bf16-tie": "correct",
+        "rope-extrapolation": "wrong", "moe-dropped": "wrong", "router-roundtrip": "wrong",
+        "mtp-signal": "wrong", "no-init-pass": "contradiction", "expert-bias": "wrong",
+        "kv-32mb": "correct", "kv-8-mla": "wrong", "act-940mb": "correct",
     }
     assert {k: table[k].verdict for k in expected} == expected
 
@@ -267,3 +285,54 @@ def test_every_errata_row_is_a_claim(table):
         assert [r.claim.id for r in errata_table(chapter, table)] == rows
     with pytest.raises(KeyError, match="no errata for chapter"):
         errata_table("99_nothing", table)
+
+
+def test_every_chapter_that_links_here_has_its_errata():
+    """A teaching chapter that sends its reader to chapter 20 for the document's errors
+    finds its own list there."""
+    linking = [stem for stem in CHAPTERS if (BOOK / f"{stem}.ipynb").exists()
+               and not stem.startswith("20") and any(
+                   c.cell_type == "markdown" and "chapter 20" in c.source.lower()
+                   for c in nbformat.read(BOOK / f"{stem}.ipynb", as_version=4).cells)]
+    assert linking and set(linking) <= set(ERRATA), set(linking) - set(ERRATA)
+
+
+# ---- the experiments behind the errata ---------------------------------------------------
+def test_rope_errata(table):
+    facts = values_errata.rope_distance_facts()
+    assert facts == {"rope_keeps_distance": True, "rope_relative": True,
+                     "random_keeps_distance": True, "random_relative": False,
+                     "rope_shift_rule": True}
+    # pairs k of 16 whose wavelength 2π · 10000^(k/16) exceeds 4096 positions
+    slow = sum(2 * math.pi * 10_000 ** (k / 16) > 4096 for k in range(16))
+    assert table["rope-extrapolation"].computed == slow == 4
+    assert values_errata.pairs_without_a_turn(T=10 ** 6) == 0  # everything turns eventually
+
+
+def test_moe_errata(table):
+    from hymo_mini.viz.moe_experiments import router_precision
+
+    shares = [values_errata.dropped_share(s) for s in (0.0, 0.05, 0.1)]
+    assert shares[0] == 0 and shares[0] < shares[1] < shares[2]  # depends on the balance
+    assert table["moe-dropped"].computed == shares[2] > 0.001
+    assert table["router-roundtrip"].computed == router_precision(cfg())["changed"] > 0
+    assert values_errata.documented_gate_bias()["bias"] > 0
+    assert values_errata.expert_bias_is_buffer()
+
+
+def test_mtp_and_init_errata(table):
+    share = values_errata.mtp_gradient_share()
+    assert table["mtp-signal"].computed == share["ratio"] > 0
+    assert f"{sum(cfg().mtp_loss_weights):g} of the main loss" in table["mtp-signal"].note
+    default, scaled = values_errata.first_logits("torch"), values_errata.first_logits("scaled")
+    assert default["std"] == pytest.approx(896 ** 0.5, rel=0.05)  # √(dim · 1 · 1)
+    assert scaled["std"] == pytest.approx(1.0, rel=0.05) and scaled["beyond_cap"] == 0
+    assert default["beyond_cap"] > 0.5
+
+
+def test_gdn_and_mla_errata(table):
+    assert values_errata.state_read_share() < 0.1  # small keys: o ≈ D·v inside the mixer
+    f = values_errata.decode_flops(4096)
+    explicit, kv, absorbed = f.values()
+    assert kv < absorbed < explicit  # cheaper than re-expanding, dearer than a K/V cache
+    assert f"{explicit / absorbed:.0f}× fewer" in table["absorb-flops"].note

@@ -8,6 +8,8 @@
     sections_06_12.py  the claims of sections 6-12 and the appendix
     errata_01_05.py    further claims of sections 1-5 the teaching chapters' errata listed
     errata_06_12.py    ... of sections 6-12 (the kernel's, measured), section 11's shapes
+    errata_07_12.py    ... of sections 7-10 and the appendix (RoPE, MoE, MTP, init, absorption)
+    values_errata.py   ... the small experiments those errata are computed from
     errata.py          which claims each teaching chapter's errata table listed
 
 :func:`check_all` computes every claim of :data:`CLAIMS` (in the document's order) and
@@ -31,6 +33,7 @@ from hymo_book.claims.core import (
 from hymo_book.claims.errata import ERRATA
 from hymo_book.claims.errata_01_05 import CLAIMS_ERRATA_01_05
 from hymo_book.claims.errata_06_12 import CLAIMS_ERRATA_06_12
+from hymo_book.claims.errata_07_12 import CLAIMS_ERRATA_07_12
 from hymo_book.claims.sections_01_05 import CLAIMS_01_05
 from hymo_book.claims.sections_06_12 import CLAIMS_06_12
 
@@ -46,7 +49,8 @@ def section_key(section: str) -> tuple:
 
 
 CLAIMS: list[Claim] = sorted([*CLAIMS_01_05, *CLAIMS_06_12, *CLAIMS_ERRATA_01_05,
-                              *CLAIMS_ERRATA_06_12], key=lambda c: section_key(c.section))
+                              *CLAIMS_ERRATA_06_12, *CLAIMS_ERRATA_07_12],
+                             key=lambda c: section_key(c.section))
 
 
 def check_all(claims: list[Claim] | None = None) -> ClaimsTable:

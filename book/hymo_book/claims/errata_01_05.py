@@ -1,5 +1,5 @@
 """Claims of sections 1 to 5 that the teaching chapters' errata tables listed (chapters 01,
-02, 06, 07 and 13 of the book), beyond those of :mod:`hymo_book.claims.sections_01_05`.
+02, 05, 06, 07 and 13 of the book), beyond those of :mod:`hymo_book.claims.sections_01_05`.
 
 Each is computed like every other claim; notes that state numbers compute them.
 """
@@ -7,9 +7,11 @@ Each is computed like every other claim; notes that state numbers compute them.
 from __future__ import annotations
 
 import inspect
+import math
 
 from hymo_book.claims.core import Claim
 from hymo_book.claims.values import batch_tokens, cfg, moe_layer, n_params, stored
+from hymo_book.claims.values_errata import state_read_share
 from hymo_book.claims.values_models import (
     checkpoint_profile,
     checkpoint_saving,
@@ -37,6 +39,14 @@ def _mla_cache_8(T: int) -> int:
 def _kv_cache_note(T: int):
     return lambda: (f"K and V of 16 heads, bf16, 8 layers; HyMo's MLA latent cache of the same "
                     f"8 layers is {fmt(_mla_cache_8(T) / 2 ** 20)} MiB")
+
+
+def _mla_layers_note(T: int):
+    c = cfg()
+    return lambda: (f"the arithmetic is full MHA's K and V ({fmt(_mha_cache_8(T) / 2 ** 20)} MiB "
+                    f"for 8 layers); HyMo's MLA layers cache the latent and k_pe, "
+                    f"({c.kv_lora_rank} + {c.qk_rope_head_dim}) values × 2 bytes per token and "
+                    "layer: the saving section 4.2 is about")
 
 
 def _latent_cache(rank: int, T: int = 4096) -> int:
@@ -194,6 +204,10 @@ CLAIMS_ERRATA_01_05: list[Claim] = [
           "logits, and its forward applies the 64,256-wide head a second time; hymo_mini's "
           "forward uses the logits it returns", approx=0.0),
     # section 4
+    Claim("kv-8-mla", "4.1.1", "with 8 MLA layers: 256 MB of KV cache at T=4096", 256 * 2 ** 20,
+          lambda: _mla_cache_8(4096), "MiB", _mla_layers_note(4096)),
+    Claim("kv-8-mla-32k", "4.1.1", "with 8 MLA layers at T=32K: 2 GB of KV cache", 2 * 2 ** 30,
+          lambda: _mla_cache_8(32_768), "MiB", _mla_layers_note(32_768)),
     Claim("groups-cache", "4.2.3", "8 KV groups (GQA) would defeat the compression",
           "grows with the groups", _cache_by_groups, "",
           lambda: ("latent cache bytes per token with 1, 4, 8 and 16 KV groups: the latent and "
@@ -227,8 +241,8 @@ CLAIMS_ERRATA_01_05: list[Claim] = [
           "them (gated linear attention); the delta rule (gdn_rule='delta', β = 1) returns v2"),
     Claim("linattn-special", "5.2.3", "linear attention is the case b = c = k and g = 1", "g = 1",
           linear_attention_gate, "",
-          "g scales the log-decay: g = 0 keeps the state (exp(0) = 1), g = 1 is the strongest "
-          "decay"),
+          lambda: ("g scales the log-decay: g = 0 keeps the state (exp(0) = 1), g = 1 is the "
+                   f"strongest decay, exp(A) ({fmt(math.exp(-1))} at A = −1)")),
     Claim("erasure-per-dim", "5.2.3", "the gate g_t selectively decays specific state dimensions",
           "state dimension", gate_per, "",
           "g_t is one scalar per head and step; the per-dimension rates come from A, fixed "
@@ -244,9 +258,11 @@ CLAIMS_ERRATA_01_05: list[Claim] = [
                    f"{fmt(4096 * (cfg().head_dim + cfg().v_head_dim))} values")),
     Claim("block-identity", "5.6", "at init the GDN block is approximately an identity", 1.0,
           documented_block_cosine, "",
-          "the cosine between the documented block's input and output at init (mean over 32 "
-          "tokens, production width, to two decimals): o ≈ v holds inside the mixer, but "
-          "out_proj and skip_proj are random, so the block's output is unrelated to its input"),
+          lambda: ("the cosine between the documented block's input and output at init (mean "
+                   "over 32 tokens, production width, to two decimals). o ≈ D·v holds inside the "
+                   f"mixer (the read c_tᵀH_t is {fmt(state_read_share(), 2)} of D·v in size, a "
+                   "random input: the keys are small at init), but out_proj and skip_proj are "
+                   "random, so the block's output is unrelated to its input")),
 ]
 
 

@@ -126,7 +126,8 @@ CLAIMS_01_05: list[Claim] = [
     # section 2
     Claim("gdn-heads", "2.5.2", "gdn_n_heads = 1280 / 32 = 40", 40, lambda: cfg().gdn_n_heads,
           approx=0.0),
-    Claim("capacity", "2.5.3", "capacity = 1.5 × (4 × 4096 × 2) / 16 = 768 per expert", 768,
+    Claim("capacity", "2.5.3",
+          "capacity = 1.5 × (4 × 4096 × 2) / 16 = 768 per expert (again in 8.2.3)", 768,
           lambda: cfg().moe_capacity(batch_tokens()), "",
           lambda: (f"{fmt(batch_tokens())} tokens × {cfg().n_activated_experts} choices / "
                    f"{cfg().n_routed_experts} experts = "
