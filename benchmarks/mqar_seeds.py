@@ -4,8 +4,8 @@
     python3 benchmarks/mqar_seeds.py --cpu-smoke --out /tmp/smoke.json    # 2 steps each, CPU
 
 Variants (hymo_mini.mqar.VARIANTS): all-GDN with either rule (the documented "gla" or the
-true gated delta rule "delta"), all-MLA, and the 3:1 hybrid with MLA first (mla_offset=0)
-or last (mla_offset=3), each with either rule. Every (variant, seed) run trains exactly
+true gated delta rule "delta"), all-MLA, and the 3:1 hybrid with MLA first
+(mla_position="first") or last ("last"), each with either rule. Every (variant, seed) run trains exactly
 --steps steps on the --train mixture (no time limit cuts a run short: the seed sets the
 model's initialisation, the batches and the task order), then is scored on every --eval
 N:T task, on the same held-out sequences for every run. Runs go to --jobs worker processes,

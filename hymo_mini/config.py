@@ -27,9 +27,9 @@ Readings chosen where the document contradicts itself (the book shows each one):
   disagree about MLA last too (1 of 3 and 2 of 3 runs), so the evidence is a preference,
   not a proof. ``mla_position = "first"`` gives the text's layout.
 * NoPE-hybrid positions. The document lists {3, 7, ..., 27} and calls them "the GDN
-  layer immediately after each MLA layer". With MLA at {0, 4, ...} those layers sit
-  immediately *before* the next MLA layer, which is what we compute (and it gives the
-  documented list).
+  layer immediately after each MLA layer". With the text's MLA at {0, 4, ...} those
+  layers sit immediately *before* the next MLA layer, which is what we compute: the
+  documented list for ``mla_position = "first"``, {2, 6, ..., 30} for the default.
 * ``gdn_rule``. The document's "gated delta rule" has no delta (erasure) term, so
   ``"gla"`` (the default) is the documented recurrence, gated linear attention, and
   ``"delta"`` is the gated delta rule of Yang et al. (2025); see ``hymo_mini.ops``.
@@ -175,7 +175,8 @@ def config_from_dict(data: dict[str, Any]) -> HyMoConfig:
         raise ConfigError(f"config: expected a mapping of sections, got {type(data).__name__}")
     unknown = set(data) - set(_SECTION_CLASSES)
     if unknown:
-        raise ConfigError(f"config: unknown section(s) {sorted(unknown)}; "
+        raise ConfigError(f"config: unknown section(s) {sorted(unknown)}"
+                          f"{did_you_mean(sorted(unknown)[0], _SECTION_CLASSES)}; "
                           f"expected some of {sorted(_SECTION_CLASSES)}")
     parts = {}
     for section, cls in _SECTION_CLASSES.items():
@@ -185,7 +186,8 @@ def config_from_dict(data: dict[str, Any]) -> HyMoConfig:
         known = {f.name for f in fields(cls)}
         extra = set(values) - known
         if extra:
-            raise ConfigError(f"{cls.__name__}: unknown key(s) {sorted(extra)}")
+            raise ConfigError(f"{cls.__name__}: unknown key(s) {sorted(extra)}"
+                              f"{did_you_mean(sorted(extra)[0], sorted(known))}")
         parts[section] = cls(**values)
     return HyMoConfig(**parts)
 

@@ -30,8 +30,16 @@ The layers counted:
     ``gdn_rule="delta"`` (reading the old value H'^T b̂ costs another 2·S·D; it also has
     ``beta_proj``). Its cache is the fixed state, H·S·D values, plus the last
     ``d_conv − 1`` conv inputs, whatever T is.
+``moe_cost``
+    One DeepSeekMoE feed-forward (section 8): the routing layer, the shared experts and the
+    top-k routed experts a token passes through, two FLOPs per weight it meets. Nothing
+    mixes tokens and nothing is cached.
 
-``stack_cost`` adds up a stack with a given number of GDN layers per MLA layer.
+``stack_cost`` adds up a stack with a given number of GDN layers per attention layer: the
+token mixers alone by default, or the whole stack with ``feed_forward=True``, which puts a
+MoE after every attention layer and none after a GDN layer (HyMo's rule). The layouts cost
+different amounts of feed-forward: an all-MLA stack of 32 layers carries 32 MoE layers,
+the 3:1 hybrid 8, so comparing the mixers alone understates what the hybrid saves.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hymo_mini.config import ModelConfig
+from hymo_mini.moe import moe_param_counts
 
 __all__ = [
     "LayerCost",
@@ -46,6 +55,7 @@ __all__ = [
     "mha_cost",
     "mla_cost",
     "gdn_cost",
+    "moe_cost",
     "kv_cache_bytes_per_token",
     "stack_cost",
     "hybrid_layer_counts",
@@ -152,6 +162,14 @@ def gdn_cost(config: ModelConfig, T: int, *, state_dtype_bytes: int = 4,
     return LayerCost("GDN", T, proj, mixing, state)
 
 
+def moe_cost(config: ModelConfig, T: int) -> LayerCost:
+    """One MoE feed-forward on ``T`` tokens: 2 FLOPs per active weight per token (the
+    routing layer, the shared experts and the top-k routed ones; no token is dropped)."""
+    _check_T(T)
+    _, active = moe_param_counts(config)
+    return LayerCost("MoE", T, 2 * T * active, 0, 0)
+
+
 def kv_cache_bytes_per_token(config: ModelConfig, cache_dtype_bytes: int = 2) -> dict[str, int]:
     """Bytes one attention layer caches per token, for each way of keeping K and V."""
     H = config.n_heads
@@ -179,21 +197,36 @@ def hybrid_layer_counts(n_layers: int, gdn_per_mla: int) -> tuple[int, int]:
 
 
 def stack_cost(config: ModelConfig, T: int, gdn_per_mla: int | None = None, *,
-               mla_cache: str = "latent", causal: bool = True) -> LayerCost:
-    """The token-mixing layers of a whole stack (no MoE: it costs the same per token in
-    any layout that keeps it on the attention layers). ``gdn_per_mla=None`` takes the
-    config's own layout (8 MLA + 24 GDN for HyMo); an integer k puts k GDN layers after
-    each MLA layer (0: all MLA)."""
+               attention: str = "mla", feed_forward: bool = False, mla_cache: str = "latent",
+               causal: bool = True) -> LayerCost:
+    """A whole stack of layers on one sequence of ``T`` tokens.
+
+    ``gdn_per_mla=None`` takes the config's own layout (8 attention + 24 GDN layers for
+    HyMo); an integer k puts one attention layer in every group of k + 1 layers (0: all
+    attention). ``attention`` is the kind of those layers: ``"mla"`` (HyMo's) or ``"mha"``
+    (ordinary multi-head attention of the same width). ``feed_forward=False`` counts the
+    token mixers only; ``True`` adds one MoE after each attention layer (GDN layers have
+    none), which is what a whole layer of HyMo costs. The embedding and the output head
+    cost the same in every layout and are not counted."""
+    if attention not in ("mla", "mha"):
+        raise ValueError(f"attention must be 'mla' or 'mha', got {attention!r}")
+    if not isinstance(feed_forward, bool):
+        raise ValueError(f"feed_forward must be True or False, got {feed_forward!r}")
     if gdn_per_mla is None:
-        n_mla = len(config.mla_positions)
-        n_gdn = config.n_layers - n_mla
+        n_att = len(config.mla_positions)
+        n_gdn = config.n_layers - n_att
     else:
-        n_mla, n_gdn = hybrid_layer_counts(config.n_layers, gdn_per_mla)
-    mla = mla_cost(config, T, cache=mla_cache, causal=causal)
+        n_att, n_gdn = hybrid_layer_counts(config.n_layers, gdn_per_mla)
+    if attention == "mla":
+        att = mla_cost(config, T, cache=mla_cache, causal=causal)
+    else:
+        att = mha_cost(config, T, causal=causal)
     gdn = gdn_cost(config, T)
+    ffn = moe_cost(config, T).projection_flops if feed_forward else 0
+    name = f"{n_gdn} GDN + {n_att} {attention.upper()}" + (" + MoE" if feed_forward else "")
     return LayerCost(
-        f"{n_gdn} GDN + {n_mla} MLA", T,
-        n_mla * mla.projection_flops + n_gdn * gdn.projection_flops,
-        n_mla * mla.mixing_flops + n_gdn * gdn.mixing_flops,
-        n_mla * mla.cache_bytes + n_gdn * gdn.cache_bytes,
+        name, T,
+        n_att * (att.projection_flops + ffn) + n_gdn * gdn.projection_flops,
+        n_att * att.mixing_flops + n_gdn * gdn.mixing_flops,
+        n_att * att.cache_bytes + n_gdn * gdn.cache_bytes,
     )

@@ -30,8 +30,8 @@ Readings chosen where the document is wrong or contradicts itself (the book show
 * **Which hidden state MTP reads.** The document's ``forward_with_hidden`` returns the
   normed hidden state; hymo_mini returns the *pre-norm* residual stream, the input of the
   final norm, which is what the MTP module consumes (see mtp.py).
-* **Layer layout and NoPE positions** are chosen in config.py (MLA at {0, 4, ..., 28}, the
-  text's layout, not the closing figure's), the **GDN residual** in blocks.py.
+* **Layer layout and NoPE positions** are chosen in config.py (MLA at 3, 7, ..., 31, the
+  closing figure's layout, not the text's), the **GDN residual** in blocks.py.
 * **mHC** (the second design document, ``config.hc_mult > 1``): the residual stream is
   widened to ``hc_mult`` streams (the embedding copied), each residual branch (MLA's
   attention, MLA's MoE, the GDN mixer) is wrapped in its own

@@ -164,8 +164,9 @@ def _cpu_grouped_mm_runs(dtype: torch.dtype) -> bool:
     # identity hooks: a checkpointed forward that runs the probe first must not count the
     # probe's saved tensors (its recomputation, with the answer cached, would not save them)
     identity = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
-    try:
-        with torch.autocast("cpu", enabled=False), identity:
+    try:  # grad on: a first call under no_grad or inference_mode must not cache False
+        with (torch.inference_mode(False), torch.enable_grad(),
+              torch.autocast("cpu", enabled=False), identity):
             a = torch.zeros(0, 8, dtype=dtype, requires_grad=True)  # (m=0, k)
             b = torch.zeros(2, 8, 8, dtype=dtype, requires_grad=True)  # (g, k, n)
             y = torch._grouped_mm(a, b, offs=torch.zeros(2, dtype=torch.int32))  # (0, n)

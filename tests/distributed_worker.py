@@ -44,14 +44,15 @@ def tiny(optimizer: str = "muon"):
 
 def balancing(world) -> dict:
     """Two optimizer steps, each rank on its own tokens, with no deadband (every load
-    change moves the bias): the bias moves on the sum of both ranks' counts. Then this
-    rank's bytes of parameter shards and optimizer state."""
+    change moves the bias): the bias moves on the sum of both ranks' counts (recorded after
+    each step: a second step may move it back). Then this rank's bytes of parameter shards
+    and optimizer state."""
     cfg = tiny()
     cfg = replace(cfg, model=replace(cfg.model, load_deadband=0.0))
     torch.manual_seed(0)
     model = shard_model(build_hymo(cfg), world)
     optimizer = build_optimizer(model, cfg.optimizer)
-    local, summed = [], []
+    local, summed, bias = [], [], []
     for step in range(2):
         seed = torch.Generator().manual_seed(10 * step + world.rank)
         model.loss(torch.randint(0, 256, (2, 17), generator=seed))[0].backward()
@@ -61,8 +62,8 @@ def balancing(world) -> dict:
         optimizer.step()
         optimizer.zero_grad()
         model.update_moe_biases()
+        bias.append([m.expert_bias.tolist() for m in model.moe_layers()])
     check_replicated(model)  # equal: no error
-    bias = [m.expert_bias.tolist() for m in model.moe_layers()]
     if world.rank == 1:
         model.moe_layers()[0].expert_bias[0] += 0.5
     try:

@@ -46,7 +46,8 @@ def test_production_values_match_the_document():
     assert m.qk_nope_head_dim == 96
     assert m.gdn_n_heads == 40
     assert m.heads_per_group == 4
-    assert m.mla_positions == (0, 4, 8, 12, 16, 20, 24, 28)
+    # the document's closing figure; its text's {0, 4, ..., 28} is mla_position="first"
+    assert m.mla_position == "last" and m.mla_positions == (3, 7, 11, 15, 19, 23, 27, 31)
     assert len(m.gdn_positions) == 24
     assert m.layer_types.count("mla") == 8 and m.layer_types.count("gdn") == 24
     # section 2.5.3 writes "1.5 * (4 * 4096 * 2) / 16 = 1.5 * 512 = 768"; the bracket is
@@ -160,8 +161,13 @@ def test_other_section_errors():
 def test_yaml_errors(tmp_path):
     with pytest.raises(ConfigError, match="unknown section"):
         config_from_dict({"modle": {}})
-    with pytest.raises(ConfigError, match="ModelConfig.*dimm"):
+    with pytest.raises(ConfigError, match=r"ModelConfig.*dimm.*\(did you mean 'dim'\?\)"):
         config_from_dict({"model": {"dimm": 3}})
+    with pytest.raises(ConfigError, match=r"unknown section\(s\) \['modle'\] \(did you mean"):
+        config_from_dict({"modle": {}})
+    with pytest.raises(ConfigError) as err:  # nothing close: no suggestion
+        config_from_dict({"model": {"zzzzzz": 3}})
+    assert "did you mean" not in str(err.value)
     with pytest.raises(ConfigError, match="model"):
         config_from_dict({"model": [1, 2]})
     with pytest.raises(ConfigError, match="mapping"):

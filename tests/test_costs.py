@@ -19,6 +19,7 @@ from hymo_mini.costs import (
     kv_cache_bytes_per_token,
     mha_cost,
     mla_cost,
+    moe_cost,
     stack_cost,
 )
 
@@ -155,3 +156,52 @@ def test_bad_arguments():
         gdn_cost(PROD, 8, state_dtype_bytes=-4)
     with pytest.raises(ValueError, match="T"):
         gdn_cost(PROD, 2.5)
+
+
+def test_moe_cost_matches_the_flop_counter_when_nothing_is_dropped():
+    from hymo_mini.moe import DeepSeekMoE
+
+    config = replace(MINI, capacity_factor=float(MINI.n_routed_experts))  # nothing dropped
+    moe = DeepSeekMoE(config)
+    x = torch.randn(2, 7, config.dim)
+    with FlopCounterMode(display=False) as counter:
+        moe(x)
+    assert moe.last_dropped == 0
+    cost = moe_cost(config, 14)
+    assert counter.get_total_flops() == cost.flops
+    assert cost.mixing_flops == 0 and cost.cache_bytes == 0
+    with pytest.raises(ValueError, match="T"):
+        moe_cost(MINI, -1)
+
+
+def test_the_whole_stack_counts_a_moe_after_every_attention_layer():
+    T = 4096
+    mla, gdn, mha, moe = mla_cost(PROD, T), gdn_cost(PROD, T), mha_cost(PROD, T), moe_cost(PROD, T)
+    hybrid = stack_cost(PROD, T, feed_forward=True)
+    assert hybrid.flops == 8 * (mla.flops + moe.flops) + 24 * gdn.flops
+    assert hybrid.cache_bytes == stack_cost(PROD, T).cache_bytes  # a MoE caches nothing
+    all_mla = stack_cost(PROD, T, 0, feed_forward=True)
+    assert all_mla.flops == 32 * (mla.flops + moe.flops)
+    all_mha = stack_cost(PROD, T, 0, attention="mha", feed_forward=True)
+    assert all_mha.flops == 32 * (mha.flops + moe.flops) and all_mha.kind == "0 GDN + 32 MHA + MoE"
+    assert stack_cost(PROD, T, 3, attention="mha").flops == 8 * mha.flops + 24 * gdn.flops
+    # the mixers alone understate the saving: the all-MLA stack carries 32 MoE layers, the
+    # hybrid 8
+    mixers = stack_cost(PROD, T).flops / stack_cost(PROD, T, 0).flops
+    assert hybrid.flops / all_mla.flops < mixers
+    with pytest.raises(ValueError, match="attention"):
+        stack_cost(PROD, T, attention="gqa")
+    with pytest.raises(ValueError, match="feed_forward"):
+        stack_cost(PROD, T, feed_forward="yes")
+
+
+def test_the_whole_stack_follows_the_layout():
+    """All-GDN has no attention layer, hence no MoE; the config's own layout and the
+    equivalent gdn_per_mla agree, wherever the MLA layer sits in its group."""
+    T = 256
+    all_gdn = replace(PROD, mla_every=0)
+    assert stack_cost(all_gdn, T, feed_forward=True).flops == 32 * gdn_cost(PROD, T).flops
+    for position in ("first", "last"):
+        config = replace(PROD, mla_position=position)
+        assert (stack_cost(config, T, feed_forward=True).flops
+                == stack_cost(config, T, 3, feed_forward=True).flops)

@@ -202,7 +202,13 @@ def test_ranks_share_the_bias_and_muon_runs_on_shards(tmp_path):
         total = [[x + y for x, y in zip(p, q, strict=True)]
                  for p, q in zip(a["local_counts"][step], b["local_counts"][step], strict=True)]
         assert summed == b["summed_counts"][step] == total
-    assert a["bias"] == b["bias"] and any(v != 0 for v in a["bias"][0])  # moved, in step
+    assert a["bias"] == b["bias"]  # in step, after every update
+    # the first update moves each expert's bias against its share of the summed counts
+    # (the load EMA starts at the even share 1/E; no deadband)
+    for counts, moved in zip(a["summed_counts"][0], a["bias"][0], strict=True):
+        even = sum(counts) / len(counts)
+        assert [(c < even) - (c > even) for c in counts] == [(v > 0) - (v < 0) for v in moved]
+        assert any(v != 0 for v in moved)
     for r in (a, b):
         assert "the MoE balancing state differs between ranks" in r["disagreement"]
     for r in ranks:

@@ -19,7 +19,7 @@ def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def model_config(**fields):
-    """hymo_mini with 5 layers (MLA at 0 and 4) and MoE capacity = all tokens, so the full
+    """hymo_mini with 5 layers (three GDN, MLA, GDN) and MoE capacity = all tokens, so the full
     forward drops no token (capacity couples the tokens of one forward; one decoded token
     alone is never dropped)."""
     m = load_config("hymo_mini").model
@@ -84,18 +84,20 @@ def test_gdn_block_step_equals_forward(rule):
 
 
 def test_mla_cache_is_latent_and_shared_rope_key():
-    config = model_config()
+    config = model_config(n_layers=8)  # two MLA layers
+    assert config.layer_types.count("mla") == 2
     model = build_hymo(config).eval()
     _, cache = decode_all(model, torch.randint(0, 256, (3, 9)), 4)
     kinds = [type(layer) for layer in cache.layers]
-    assert kinds == [MLACache, GDNCache, GDNCache, GDNCache, MLACache]
-    mla = cache.layers[0]
+    assert kinds == [MLACache if t == "mla" else GDNCache for t in config.layer_types]
+    mla = cache.layers[config.mla_positions[0]]
     assert mla.latent.shape == (3, 9, config.kv_lora_rank)  # not K, not V
     assert mla.k_pe.shape == (3, 9, config.qk_rope_head_dim)  # one key for all groups
 
 
 def test_cache_bytes_match_the_formula():
-    config = model_config()
+    config = model_config(n_layers=8)  # two MLA layers
+    assert len(config.mla_positions) == 2
     model = build_hymo(config).eval()
     cache = HyMoCache.empty(model)
     tokens = torch.randint(0, 256, (2, 12))
@@ -107,7 +109,7 @@ def test_cache_bytes_match_the_formula():
     for n, size in sizes.items():
         assert size == cache_bytes(config, n, batch=2, element_bytes=4)
     # per token: 2 MLA layers x (kv_lora_rank + rope dim) x 4 bytes, per sequence
-    per_token = 2 * (config.kv_lora_rank + config.qk_rope_head_dim) * 4
+    per_token = len(config.mla_positions) * (config.kv_lora_rank + config.qk_rope_head_dim) * 4
     assert all(sizes[n + 1] - sizes[n] == 2 * per_token for n in range(5, 11))
     # the same numbers as the book's cost model (hymo_mini.costs), at fp32
     n_mla, n_gdn = len(config.mla_positions), len(config.gdn_positions)

@@ -333,7 +333,7 @@ def test_layer_is_per_token():
 
 
 def small_config(**overrides):
-    # 4 layers: MLA at 0, GDN at 1-3; capacity_factor = n_routed / top_k drops no token, so
+    # 4 layers: three GDN, then MLA; capacity_factor = n_routed / top_k drops no token, so
     # the model is exactly causal and a prefix test can be strict
     base = load_config("hymo_mini").model
     settings = dict(n_layers=4, max_seq_len=64, capacity_factor=2.0)
@@ -363,7 +363,9 @@ def test_sublayers_compose_to_the_block():
             y = y + branch(y)
         kinds.append(len(sublayers(block)))
         assert rel_err(y, block(x)) < 1e-6
-    assert kinds == [2, 1, 1, 1]  # MLA: attention, MoE; GDN: the mixer
+    # MLA: attention, MoE; GDN: the mixer
+    assert kinds == [2 if t == "mla" else 1 for t in model.config.layer_types]
+    assert sorted(set(model.config.layer_types)) == ["gdn", "mla"]  # both kinds were composed
 
 
 def test_mhc_model_starts_as_the_plain_model():
@@ -378,7 +380,8 @@ def test_mhc_model_starts_as_the_plain_model():
     shared, extra = plain.state_dict(), wide.state_dict()
     assert all(torch.equal(shared[k], extra[k]) for k in shared)
     assert sorted(set(extra) - set(shared)) == sorted(
-        f"mhc.{i}.{j}.{p}" for i, n_branch in enumerate((2, 1, 1, 1))
+        f"mhc.{i}.{j}.{p}"
+        for i, n_branch in enumerate(2 if t == "mla" else 1 for t in plain.config.layer_types)
         for j in range(n_branch) for p in ("weight", "bias", "alpha"))
     with torch.no_grad():
         want = plain(tokens)

@@ -24,16 +24,20 @@ def tokens_for(config, b=2, t=32, seed=1):
     return torch.randint(0, config.vocab_size, (b, t), generator=gen)
 
 
-def test_layout_follows_config():
-    config = mini(nope_hybrid_gdn=True)
+@pytest.mark.parametrize("position, types, nope", [
+    ("last", ("gdn", "gdn", "gdn", "mla") * 2, (2, 6)),  # the default, the document's figure
+    ("first", ("mla", "gdn", "gdn", "gdn") * 2, (3,)),  # its text: layer 7 has no MLA after it
+])
+def test_layout_follows_config(position, types, nope):
+    config = mini(nope_hybrid_gdn=True, mla_position=position)
     model = HyMo(config)
-    assert config.nope_gdn_positions == (3,)  # layer 7 has no MLA layer after it
+    assert config.nope_gdn_positions == nope
     kinds = ["mla" if isinstance(layer, MLABlock) else "gdn" for layer in model.layers]
-    assert tuple(kinds) == config.layer_types == ("mla", "gdn", "gdn", "gdn") * 2
+    assert tuple(kinds) == config.layer_types == types
     for i, layer in enumerate(model.layers):
         if isinstance(layer, GDNBlock):
-            assert layer.mixer.use_rope == (i != 3), i
-            assert (layer.mixer.rope is None) == (i == 3)
+            assert layer.mixer.use_rope == (i not in nope), i
+            assert (layer.mixer.rope is None) == (i in nope)
         assert layer.layer_idx == i
     assert len(model.mtp.blocks) == config.mtp_depth
 

@@ -505,4 +505,19 @@ def test_the_grouped_mm_probe_runs_inside_a_checkpointed_forward():
     model.train()
     model.gradient_checkpointing = True
     model.loss(torch.randint(0, 256, (2, 16)))[0].backward()  # raised CheckpointError before
-    assert all(p.grad is not None for p in model.layers[0].moe.parameters() if p.requires_grad)
+    moe = model.layers[model.config.mla_positions[0]].moe  # the MoE sits on the MLA block
+    assert all(p.grad is not None for p in moe.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode])
+def test_the_grouped_mm_probe_does_not_depend_on_the_first_callers_grad_mode(context):
+    """A first forward under no_grad (evaluation, a figure) must not make the probe fail
+    and cache "no kernel" for the rest of the process."""
+    from hymo_mini.moe_dispatch import _cpu_grouped_mm_runs
+
+    _cpu_grouped_mm_runs.cache_clear()
+    expected = _cpu_grouped_mm_runs(torch.float32)
+    _cpu_grouped_mm_runs.cache_clear()
+    with context():
+        assert _cpu_grouped_mm_runs(torch.float32) == expected
+    _cpu_grouped_mm_runs.cache_clear()

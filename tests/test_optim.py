@@ -4,6 +4,7 @@ float64 computation; bf16 weights; state-dict resume; the partition and setting 
 import copy
 import inspect
 import io
+import re
 
 import pytest
 import torch
@@ -43,7 +44,7 @@ def mini():
 
 @pytest.fixture(scope="module")
 def small():
-    """Four layers (MLA, then three GDN) with MoE and MTP: every kind, cheap to step."""
+    """Four layers (three GDN, one MLA) with MoE and MTP: every kind, cheap to step."""
     torch.manual_seed(0)
     return build_hymo(replace(load_config("hymo_mini").model, n_layers=4))
 
@@ -114,11 +115,13 @@ def test_split_of_the_mini_model(mini):
     assert rows["embed.weight"].aliases == ("head.weight",)  # tied: one row, on AdamW
     assert rows["embed.weight"].group == "adamw_decay"
     # 2-D but not maps: on AdamW, undecayed
-    for name in ("layers.0.attn.q_scale", "layers.0.attn.k_scale", _in_layer(mini, 1, "A_log"),
-                 "layers.0.moe.gate.weight", _in_layer(mini, 1, "dt_bias"), "norm.weight"):
+    a, g = c.mla_positions[0], c.gdn_positions[0]
+    for name in (f"layers.{a}.attn.q_scale", f"layers.{a}.attn.k_scale",
+                 _in_layer(mini, g, "A_log"), f"layers.{a}.moe.gate.weight",
+                 _in_layer(mini, g, "dt_bias"), "norm.weight"):
         assert rows[name].group == "adamw_no_decay", name
-    for name in ("layers.0.moe.experts.w1", "mtp.blocks.0.w2.weight",
-                 _in_layer(mini, 1, "conv1d.weight")):
+    for name in (f"layers.{a}.moe.experts.w1", "mtp.blocks.0.w2.weight",
+                 _in_layer(mini, g, "conv1d.weight")):
         assert rows[name].group == "adamw_decay", name
 
 
@@ -126,7 +129,8 @@ def test_split_follows_modules_not_names():
     cfg = load_config("hymo_mini").model
     delta = build_hymo(replace(cfg, gdn_rule="delta", n_layers=4))
     names = optimizer_groups(delta).names("muon")
-    assert _in_layer(delta, 1, "beta_proj.weight") in names  # a new GDN matrix: Muon, by rule
+    beta = _in_layer(delta, delta.config.gdn_positions[0], "beta_proj.weight")
+    assert beta in names  # a new GDN matrix: Muon, by rule
     adamw_only = optimizer_groups(delta, "adamw")
     assert adamw_only.names("muon") == []
     assert set(names) <= set(adamw_only.names("adamw_decay"))
@@ -134,9 +138,10 @@ def test_split_follows_modules_not_names():
 
 def test_frozen_parameters_are_left_out(small):
     model = copy.deepcopy(small)
-    model.layers[0].attn.wo.weight.requires_grad_(False)
+    a = model.config.mla_positions[0]
+    model.layers[a].attn.wo.weight.requires_grad_(False)
     table = optimizer_groups(model)
-    assert "layers.0.attn.wo.weight" not in table.names("muon")
+    assert f"layers.{a}.attn.wo.weight" not in table.names("muon")
     build_optimizer(model, MUON_CFG)  # the check accepts the frozen tensor's absence
 
 
@@ -429,8 +434,10 @@ def _muon_groups(model):
 
 def test_parameter_in_no_group_is_an_error(mini):
     groups = _muon_groups(mini)
-    groups[0]["params"] = [x for x in groups[0]["params"] if x[0] != "layers.4.attn.wo.weight"]
-    with pytest.raises(OptimizerSplitError, match=r"in no group: layers\.4\.attn\.wo\.weight"):
+    name = f"layers.{mini.config.mla_positions[-1]}.attn.wo.weight"
+    assert any(x[0] == name for x in groups[0]["params"])  # the muon group holds it
+    groups[0]["params"] = [x for x in groups[0]["params"] if x[0] != name]
+    with pytest.raises(OptimizerSplitError, match=f"in no group: {re.escape(name)}"):
         MuonAdamW(mini, groups)
 
 

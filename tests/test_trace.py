@@ -51,9 +51,11 @@ def test_mini_trace_rows(mini_model):
     # calls come parents first, in execution order
     paths = [r.path for r in table.filter(depth=1)]
     assert paths == ["", "embed", "norm", "head"]  # ModuleList has no forward
-    assert table.filter(pattern=r"^layers\.1\.mixer\.rope$").rows[0].inputs == "((2, 16, 4, 16), 0)"
-    assert len(table.filter(pattern=r"^layers\.1\.mixer\.rope$")) == 2  # b, then c
-    wkv_a = table.filter(pattern=r"layers\.0\.attn\.wkv_a$").rows[0]
+    g, a = config.gdn_positions[0], config.mla_positions[0]
+    rope = table.filter(pattern=rf"^layers\.{g}\.mixer\.rope$")
+    assert rope.rows[0].inputs == "((2, 16, 4, 16), 0)"
+    assert len(rope) == 2  # b, then c
+    wkv_a = table.filter(pattern=rf"^layers\.{a}\.attn\.wkv_a$").rows[0]
     assert wkv_a.outputs == f"(2, 16, {config.kv_lora_rank + config.qk_rope_head_dim})"
     assert table.filter(kind="DeepSeekMoE").rows[0].outputs == "(2, 16, 64)"
 
@@ -78,7 +80,9 @@ def test_deterministic_text_and_html(mini_model):
     text = str(a)
     assert "0x" not in text and text.splitlines()[0].split() == [
         "module", "class", "input", "shapes", "output", "shapes", "params"]
-    assert "layers.4 " in text and "layers.0.attn" not in text  # depth 2 stops above attn
+    mla = f"layers.{mini_model.config.mla_positions[0]}"
+    assert f"{mla} " in text and f"{mla}.attn" not in text  # depth 2 stops above attn
+    assert f"{mla}.attn" in str(trace_shapes(mini_model, tokens(), depth=3))
     html = a._repr_html_()
     assert html.startswith("<table") and html.count("<tr>") == len(a) + 1
     assert isinstance(a.filter(pattern="attn"), ShapeTable)
@@ -96,7 +100,7 @@ def test_production_attention_on_meta():
     with torch.device("meta"):
         model = HyMo(config)
     x = torch.zeros(2, 128, config.dim, device="meta")
-    table = trace_shapes(model.layers[0].attn, x)
+    table = trace_shapes(model.layers[config.mla_positions[0]].attn, x)
     rows = {r.path: r for r in table}
     assert rows["wq_a"].outputs == "(2, 128, 224)"
     assert rows["wq_b"].outputs == "(2, 128, 2048)"

@@ -74,8 +74,9 @@ def test_training_uses_the_configs_optimizer_groups(corpus):
         leaf = name.split(".")[-1]
         assert ("norm" in name or leaf in ("A_log", "dt_bias", "D", "q_scale", "k_scale")
                 or name.endswith("moe.gate.weight")), name
-    for name in ("embed.weight", "layers.0.attn.wq_a.weight", "layers.1.mixer.in_proj.weight",
-                 "layers.0.moe.experts.w1"):
+    a, g = model.config.mla_positions[0], model.config.gdn_positions[0]
+    for name in ("embed.weight", f"layers.{a}.attn.wq_a.weight",
+                 f"layers.{g}.mixer.in_proj.weight", f"layers.{a}.moe.experts.w1"):
         assert name in decayed, name
 
 

@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from hymo_mini.config import ConfigError, load_config
+from hymo_mini.config import ConfigError, load_config, replace
 from hymo_mini.costs import stack_cost
 from hymo_mini.viz import arch
 
@@ -28,17 +28,19 @@ def _texts(fig: Figure) -> str:
 
 
 # ---- chapter 01/03: arch ---------------------------------------------------------------
-def test_layer_map_draws_one_box_per_layer_coloured_by_type():
-    fig = arch.layer_map_figure(mla_every=4, mla_position="first", n_layers=32)
+@pytest.mark.parametrize("position", ["last", "first"])  # the figure's layout, the text's
+def test_layer_map_draws_one_box_per_layer_coloured_by_type(position):
+    fig = arch.layer_map_figure(mla_every=4, mla_position=position, n_layers=32)
     boxes = _boxes(fig)
     assert len(boxes) == 32
     mla = [i for i, b in enumerate(boxes) if b.get_facecolor()[:3] == pytest.approx(
         tuple(int(arch.COLOURS["MLA"][k:k + 2], 16) / 255 for k in (1, 3, 5)))]
-    assert mla == list(PROD.mla_positions)
-    two_rows = arch.layer_map_figure(compare_offset=3, n_layers=8)
+    assert mla == list(replace(PROD, mla_position=position).mla_positions)
+    two_rows = arch.layer_map_figure(mla_position=position, compare_position="first", n_layers=8)
     assert len(_boxes(two_rows)) == 16
-    hatched = arch.layer_map_figure(nope_hybrid_gdn=True)
-    assert sum(1 for b in _boxes(hatched) if b.get_hatch()) == 7
+    hatched = arch.layer_map_figure(mla_position=position, nope_hybrid_gdn=True)
+    nope = replace(PROD, mla_position=position, nope_hybrid_gdn=True).nope_gdn_positions
+    assert [i for i, b in enumerate(_boxes(hatched)) if b.get_hatch()] == list(nope)
     assert len(_boxes(arch.layer_map_figure(mla_every=0, n_layers=12))) == 12
 
 
@@ -47,22 +49,37 @@ def test_layer_map_rejects_an_impossible_layout():
         arch.layer_map_figure(mla_every=4, mla_position="middle")
 
 
-def test_cost_curves_title_reports_the_cost_model():
+def test_cost_curves_title_reports_the_whole_stack():
     fig = arch.cost_curves_figure(gdn_per_mla=3, T=4096)
-    share = stack_cost(PROD, 4096).flops / stack_cost(PROD, 4096, 0).flops
-    assert f"{share:.0%} of all-MLA" in _texts(fig)
-    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 5  # 4 stacks + the T marker
+    hybrid = stack_cost(PROD, 4096, feed_forward=True).flops
+    all_mla = stack_cost(PROD, 4096, 0, feed_forward=True).flops
+    all_mha = stack_cost(PROD, 4096, 0, attention="mha", feed_forward=True).flops
+    assert f"{hybrid / all_mla:.0%} of all-MLA, {hybrid / all_mha:.0%} of all-MHA" in _texts(fig)
+    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 4  # 3 stacks + the T marker
     other = arch.cost_curves_figure(gdn_per_mla=7, T=1000)
-    assert "28 GDN + 4 MLA" in [line.get_label() for line in other.axes[0].lines]
+    assert "28 GDN + 4 × (MLA + MoE)" in [line.get_label() for line in other.axes[0].lines]
     assert "T=1,000" in _texts(other)
 
 
+def test_whole_stack_costs_are_the_cost_model():
+    costs = arch.whole_stack_costs(PROD, 4096)
+    assert [c.flops for c in costs.values()] == [
+        stack_cost(PROD, 4096, 0, attention="mha", feed_forward=True).flops,
+        stack_cost(PROD, 4096, 0, feed_forward=True).flops,
+        stack_cost(PROD, 4096, 3, feed_forward=True).flops]
+
+
 def test_hybrid_share_lines_end_near_the_mla_fraction():
-    fig = arch.hybrid_share_figure(ratios=(3,))
+    fig = arch.hybrid_share_figure(ratios=(3,), baseline="mla")
     curve = fig.axes[0].lines[0]
     assert curve.get_ydata()[-1] == pytest.approx(
-        stack_cost(PROD, 2**17).flops / stack_cost(PROD, 2**17, 0).flops)
+        stack_cost(PROD, 2**17, feed_forward=True).flops
+        / stack_cost(PROD, 2**17, 0, feed_forward=True).flops)
     assert 0.25 < curve.get_ydata()[-1] < 0.3
+    mha = arch.hybrid_share_figure(ratios=(3,)).axes[0].lines[0].get_ydata()
+    assert all(0.25 < y < curve.get_ydata()[i] for i, y in enumerate(mha))
+    with pytest.raises(ValueError, match="baseline"):
+        arch.hybrid_share_figure(baseline="gqa")
 
 
 def test_softcap_gradient_values():
@@ -100,7 +117,7 @@ def test_registered_figures_build():
         assert isinstance(fn(), Figure)
 
 
-# ---- chapter 04: mla_plots -------------------------------------------------------------
+# ---- chapters 05, 06: mla_plots -------------------------------------------------------------
 def test_kv_cache_figure_reports_the_cost_model():
     import torch
 

@@ -1,15 +1,15 @@
-"""Attention variants and absorbed MLA: the attention/position appendix of the design document.
-
-Two things, both for book chapter 13 (the helpers live beside the book, in ``hymo_book``):
+"""Attention variants and absorbed MLA, for book chapters 05 (attention and the KV cache)
+and 06 (multi-head latent attention); the helpers live beside the book, in ``hymo_book``.
 
 1. **What each variant caches** per token and layer (:func:`cache_table`): MHA keeps K and V
    of every head, GQA of ``g`` shared KV heads, MQA of one, MLA a ``kv_lora_rank`` latent
    plus one shared RoPE key. The byte counts come from :mod:`hymo_mini.costs`.
 
-2. **Absorbed MLA** (:func:`absorb_mla`, :func:`absorbed_attention`). The MLA module
-   rebuilds, from the cached latent ``c_s`` (r values), each KV group's keys and values:
-   ``k_nope[g] = W_uk[g] c_s`` and ``v[g] = W_uv[g] c_s`` (the two halves of ``wkv_b``).
-   Both are linear in ``c_s``, so they can be moved to the other side of the dot products:
+2. **Absorbed MLA** (:func:`absorb_mla`, :func:`absorbed_attention`, :func:`decode_flops`).
+   The MLA module rebuilds, from the cached latent ``c_s`` (r values), each KV group's keys
+   and values: ``k_nope[g] = W_uk[g] c_s`` and ``v[g] = W_uv[g] c_s`` (the two halves of
+   ``wkv_b``). Both are linear in ``c_s``, so they can be moved to the other side of the
+   dot products:
 
        q_nope[h] · (W_uk[g] c_s) = (W_uk[g]^T q_nope[h]) · c_s          query side
        wo_h (W_uv[g] sum_s p_s c_s) = (wo_h W_uv[g]) (sum_s p_s c_s)    output side
@@ -21,17 +21,13 @@ Two things, both for book chapter 13 (the helpers live beside the book, in ``hym
    from the cache. The RoPE part cannot be folded (the rotation depends on the position),
    which is why MLA keeps the 32-channel ``k_pe`` beside the latent.
 
-Readings chosen where the appendix contradicts itself or the module:
+   What is cached is decided by what the keys and values are computed *from*:
+   ``MultiHeadLatentAttention`` already caches only ``(c_t, k_pe)`` and re-expands it.
+   Absorption changes the *compute* of decoding, not the cache; it is a rearrangement of
+   trained weights for inference.
 
-* "Absorption is what lets you store only c_t" and "HyMo doesn't do this folding": storing
-  only ``(c_t, k_pe)`` works with or without absorption (``MultiHeadLatentAttention``
-  caches exactly that and re-expands it); absorption changes the *compute* of decoding,
-  not the cache. And the folding is an inference-time rearrangement of trained weights,
-  not something done "at training time".
-* GQA's cache is ``n_kv_groups / n_heads`` of MHA's (the appendix writes
-  "MHA / n_heads / n_kv_groups" in one place and "n_heads / n_kv_groups × MHA" in another).
-* "(4096 × 128 × 2) = 1 MB per token" is the latent of 4,096 tokens of one layer, not of one
-  token; per token MLA keeps (128 + 32) × 2 B = 320 B per layer.
+3. **Positions per layer** (:func:`layer_position_table`): which layers rotate what, and
+   which GDN layers skip RoPE under ``nope_hybrid_gdn``.
 """
 
 from __future__ import annotations

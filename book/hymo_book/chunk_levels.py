@@ -1,4 +1,4 @@
-"""The levels of the chunked Triton kernel (chapter 06, rung 4).
+"""The levels of the chunked Triton kernel (chapter 10, rung 3).
 
 ``hymo_mini.ops.gla.chunk_triton`` computes a block's decay-weighted weights
 W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, level by level: :func:`pair_level` and

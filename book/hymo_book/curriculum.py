@@ -38,9 +38,9 @@ TERMS: dict[str, tuple[str, str]] = {
     "RoPE": ("01_overview", r"\bRoPE\b|\brotary\b"),
     "multi-query attention": ("05_attention", r"\bMQA\b|\bmulti-query\b"),
     "grouped-query attention": ("05_attention", r"\bGQA\b|\bgrouped-query\b"),
-    "KV cache": ("05_attention", r"\bKV[- ]cache\b"),
+    "KV cache": ("01_overview", r"\bKV[- ]cache\b"),  # 01 says what it is; 05 teaches it
     "MLA": ("01_overview", r"\bMLA\b"),
-    "latent": ("06_mla", r"\blatent\b"),
+    "latent": ("05_attention", r"\blatent\b"),  # 05 names it, 06 teaches it
     "GDN": ("01_overview", r"\bGDN\b|\bGated Delta Net\b"),
     "delta rule": ("07_gdn", r"\bdelta rule\b"),
     "chunkwise": ("08_chunked_form", r"\bchunkwise\b|\bchunked form\b"),

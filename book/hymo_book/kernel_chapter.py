@@ -1,19 +1,23 @@
-"""Arithmetic and figures of chapter 06, the Triton kernel (section 6 of the document).
+"""Arithmetic and figures of the kernel chapters: 10 (the Triton kernels) and 21 (the kernel
+report); section 6 of the document.
 
 Three groups, each checked by ``tests/book/test_book_kernel_chapter.py``:
 
 * **Errors** for the ladder loop → kernel → check: :func:`max_rel_error`, :func:`check_line`.
 * **The chunkwise-parallel form drawn**: :func:`decay_matrix` builds, for one head, the
-  (T, T) matrix M with o = M v that the recurrence amounts to, and
-  :func:`chunk_matrix_figure` draws it cut into chunks.
+  (T, T) matrix M with o = M v that the recurrence amounts to (chapter 10 checks the
+  levels against it).
 * **The document's arithmetic**: :func:`document_launches`, :func:`launches_per_step`
-  (kernels the eager loop launches per time step, counted by PyTorch's dispatcher), and the
-  memory of a stored state trajectory against checkpoints (:func:`memory_bytes`,
+  (kernels the eager loop launches per time step, counted by PyTorch's dispatcher; both
+  combined with the measured run in :func:`hymo_book.kernel_report.launch_arithmetic`), and
+  the memory of a stored state trajectory against checkpoints (:func:`memory_bytes`,
   :func:`recurrent_peak_bytes`, :func:`memory_figure`).
 
-The chapter's other material has its own modules: the levels of the chunked kernel in
-:mod:`hymo_book.chunk_levels`, the committed GPU measurements in
-:mod:`hymo_book.kernel_results` and :mod:`hymo_book.kernel_plots`, and the chunked kernel's
+The kernel chapters' other material has its own modules: the GPU primer of chapter 09 in
+:mod:`hymo_book.kernel_primer`, the source listings in :mod:`hymo_book.kernel_source`, the
+levels of the chunked kernel in :mod:`hymo_book.chunk_levels`, the committed GPU
+measurements in :mod:`hymo_book.kernel_results`, :mod:`hymo_book.kernel_plots`,
+:mod:`hymo_book.kernel_runs` and :mod:`hymo_book.kernel_report`, and the chunked kernel's
 traffic, peak memory and targets in :mod:`hymo_book.kernel_targets`. Nothing here measures
 time.
 """
@@ -23,15 +27,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-import numpy as np
 import torch
-from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from hymo_book.style import DOCUMENT_BAR, backend_style
 
-__all__ = ["DOCUMENT", "max_rel_error", "check_line", "decay_matrix", "chunk_matrix_figure",
+__all__ = ["DOCUMENT", "max_rel_error", "check_line", "decay_matrix",
            "document_launches", "launches_per_step", "memory_bytes", "recurrent_peak_bytes",
            "memory_figure"]
 
@@ -88,44 +89,6 @@ def _example(T: int, S: int, decay: float, seed: int):
     g = torch.sigmoid(torch.randn(T, generator=gen, dtype=torch.float64))
     A = -decay * torch.linspace(0.05, 1.0, S, dtype=torch.float64)  # slow to fast dims
     return b, c, g, A
-
-
-def chunk_matrix_figure(T: int = 32, chunk: int = 8, decay: float = 0.5, S: int = 8,
-                        seed: int = 0) -> Figure:
-    """|M_ts| of one head (random unit-scale keys, gates in (0, 1), A spread over
-    [-decay, -0.05·decay]) on a log colour scale, cut into chunks of ``chunk`` steps. The
-    blocks on the diagonal are what the chunked form computes as masked attention; every
-    block below them reaches the output only through the state carried between chunks."""
-    for name, value in (("T", T), ("chunk", chunk), ("S", S)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if not decay > 0:
-        raise ValueError(f"decay must be positive, got {decay!r}")
-    M = decay_matrix(*_example(T, S, decay, seed)).abs().numpy()  # (T, T)
-    shown = np.ma.masked_where(np.triu(np.ones_like(M, dtype=bool), k=1) | (M == 0), M)
-    fig = Figure(figsize=(6.4, 5.4), layout="constrained")
-    ax = fig.subplots()
-    low = max(float(shown.min()), float(shown.max()) * 1e-8)
-    image = ax.imshow(shown, cmap="viridis", norm=LogNorm(vmin=low, vmax=float(shown.max())),
-                      extent=(-0.5, T - 0.5, T - 0.5, -0.5))
-    fig.colorbar(image, ax=ax, label="|M_ts| (log scale)")
-    for edge in range(chunk, T, chunk):  # chunk boundaries
-        ax.axhline(edge - 0.5, color="white", lw=1.2)
-        ax.axvline(edge - 0.5, color="white", lw=1.2)
-    for start in range(0, T, chunk):  # the blocks done as attention
-        size = min(chunk, T - start)
-        ax.add_patch(_square(start - 0.5, size, "#ff7f0e"))
-    n_chunks = math.ceil(T / chunk)
-    ax.set_xlabel("s: step that wrote (b_s, v_s)")
-    ax.set_ylabel("t: step that reads (c_t)")
-    ax.set_title(f"o = M v for one head: T = {T}, chunks of {chunk} ({n_chunks} chunks), "
-                 f"S = {S}, decay x{decay:g}\norange: inside a chunk, computed as masked "
-                 "attention; below: through the carried state", fontsize=9)
-    return fig
-
-
-def _square(corner: float, size: int, color: str):
-    return Rectangle((corner, corner), size, size, fill=False, edgecolor=color, lw=2)
 
 
 # --------------------------------------------------------------------------------------

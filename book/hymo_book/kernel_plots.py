@@ -1,4 +1,5 @@
-"""Figures of the GDN kernel benchmark (chapter 06, section 6 of the design document).
+"""Figures of the GDN kernel benchmark (chapter 21, the kernel report; section 6 of the design
+document).
 
 The numbers are read from the reports ``benchmarks/gdn.py`` wrote on the GPU machine
 (``book/results/gdn_*.json``, through :mod:`hymo_book.kernel_results`); nothing here
@@ -9,16 +10,17 @@ every backend keeps its :mod:`hymo_book.style` (colour and hatch, or marker and 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
-from hymo_book.kernel_chapter import document_launches
+from hymo_book.kernel_chapter import document_launches, launches_per_step
 from hymo_book.kernel_results import latest_report, latest_run, load_reports
 from hymo_book.results import run_caption
-from hymo_book.style import BACKENDS, DOCUMENT_BAR, backend_style
+from hymo_book.style import BACKENDS, DOCUMENT_BAR, Style, backend_style
 
 __all__ = ["benchmark_figure", "sweep_figure", "speedup_figure", "FIGURES"]
 
+# the launches the package's loop really makes, at the document's 10 µs each
+COUNTED_BAR = Style("the loop's own launches", "#dddddd", "", "-", "oo")
 _METRICS = [("fwd_ms", "forward (ms)"), ("fwdbwd_ms", "forward + backward (ms)"),
             ("peak_mib", "peak memory of fwd + bwd (MiB)")]
 
@@ -64,38 +66,34 @@ def benchmark_figure(report: dict | None = None) -> Figure:
 
 
 def sweep_figure(report: dict | None = None) -> Figure:
-    """Time against sequence length T (log-log), one marker per backend: forward solid,
-    forward + backward dashed. ``report``: the latest run with a T sweep."""
+    """Time against sequence length T (log-log): forward on the left, forward + backward on
+    the right, one line per backend in its own colour, marker and line style, so that no
+    two lines look alike in either panel, in colour or in grey. ``report``: the latest run
+    with a T sweep."""
     report = latest_report("sweep_T") if report is None else report
     sweep = report["sweep_T"]
-    fig = Figure(figsize=(9.5, 4.8), layout="constrained")
-    ax = fig.subplots()
-    for name in [n for n in BACKENDS if n in sweep["results"]]:
-        style = backend_style(name)
-        for key, linestyle in (("fwd_ms", "-"), ("fwdbwd_ms", "--")):
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, (key, title) in zip(axes, (("fwd_ms", "forward"),
+                                       ("fwdbwd_ms", "forward + backward")), strict=True):
+        for name in [n for n in BACKENDS if n in sweep["results"]]:
             # a cut-off run has fewer values than T: draw the finished lengths only
             pts = [(T, y) for T, y in zip(sweep["T"], sweep["results"][name][key], strict=False)
                    if y]
             if pts:
-                ax.plot(*zip(*pts, strict=True), color=style.color, marker=style.marker, ms=4,
-                        linestyle=linestyle)
-    # one legend entry per backend (its marker and colour), one per line style
-    handles = [Line2D([], [], color=backend_style(n).color, marker=backend_style(n).marker,
-                      linestyle="none", label=backend_style(n).label)
-               for n in BACKENDS if n in sweep["results"]]
-    handles += [Line2D([], [], color="k", linestyle="-", label="forward"),
-                Line2D([], [], color="k", linestyle="--", label="forward + backward")]
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(ScalarFormatter())  # 1024, 2048, ... rather than 2^k
-    ax.set_yscale("log")
-    ax.set_xlabel("sequence length T (tokens)")
-    ax.set_ylabel("milliseconds")
-    ax.grid(alpha=0.3, which="both")
-    # outside the axes, on the right: inside, every corner holds some line at some run
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              borderaxespad=0)
-    ax.set_title(f"B={sweep['B']}, H={sweep['H']}, S=D=32, {sweep['dtype']}\n"
-                 + run_caption(report, width=100), fontsize=8)
+                style = backend_style(name)
+                ax.plot(*zip(*pts, strict=True), ms=5, label=style.label, **style.line())
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ScalarFormatter())  # 1024, 2048, ... rather than 2^k
+        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length T (tokens)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="upper left")
+    axes[0].set_ylabel("milliseconds (log)")
+    fig.suptitle(f"B={sweep['B']}, H={sweep['H']}, S=D=32, {sweep['dtype']}; "
+                 + run_caption(report, width=140), fontsize=8)
     return fig
 
 
@@ -105,8 +103,11 @@ def _bar_rows(report: dict, key: str) -> list[tuple]:
     entry = report["shapes"][key]
     found = entry["results"]
     doc = document_launches(entry["B"], entry["T"], entry["H"])
+    counted = entry["T"] * sum(launches_per_step().values())  # the loop's own launches
     rows = [(f"document: {doc['loop_launches']:,} launches x 10 µs", doc["loop_s"] * 1e3, None,
-             DOCUMENT_BAR, False)]
+             DOCUMENT_BAR, False),
+            (f"the loop's own count: {counted:,} launches x 10 µs", counted * 10e-3, None,
+             COUNTED_BAR, False)]
     rows += [(backend_style(n).label, found[n].get("fwd_ms"), found[n].get("fwdbwd_ms"),
               backend_style(n), n != "naive") for n in BACKENDS if n in found]
     rows.append((f"document: {doc['kernel_launches']} launches x 10 µs", doc["kernel_ms"], None,
@@ -123,8 +124,10 @@ def speedup_figure(reports: list[dict] | None = None,
     """Forward and forward + backward time (ms, log scale) of every backend measured at one
     shape in the latest run that has it (:func:`latest_run`; one run, so that every ratio
     compares times taken together), beside section 6.1's predicted 13.1 s loop and 1.6 ms
-    kernel (dotted) and the time a device copy of the forward's minimum bytes takes. Each
-    bar is labelled with its time and its speed-up over that run's naive loop."""
+    kernel (dotted), the loop's own launches at the same 10 µs (dashed; counted by
+    :func:`hymo_book.kernel_chapter.launches_per_step`) and the time a device copy of the
+    forward's minimum bytes takes. Each bar is labelled with its time and its speed-up over
+    that run's naive loop."""
     report = latest_run(load_reports() if reports is None else reports, key)
     entry = report["shapes"][key]
     rows = _bar_rows(report, key)
@@ -145,7 +148,7 @@ def speedup_figure(reports: list[dict] | None = None,
         ax.set_xscale("log")
         ax.set_xlim(right=max(r[column] or 0 for r in rows) * 60)
         ax.set_xlabel("milliseconds (log)")
-        ax.set_title(f"{title}; (Nx) = speed-up over the measured naive loop", fontsize=9)
+        ax.set_title(f"{title}; (Nx): speed-up over the naive loop", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(len(rows)))
     axes[0].set_yticklabels([r[0] for r in rows], fontsize=8)

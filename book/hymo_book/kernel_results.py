@@ -1,4 +1,4 @@
-"""The committed GPU runs of chapter 06 (``book/results/gdn_*.json``), as tables.
+"""The committed GPU runs of chapter 21 (``book/results/gdn_*.json``), as tables.
 
 :func:`load_reports` reads the reports ``benchmarks/gdn.py`` wrote on the GPU machine
 (through :func:`hymo_book.results.load_result`, so old backend names read as new ones);

@@ -1,4 +1,4 @@
-"""The chunked Triton kernel against the targets set for it (chapter 06, section 4).
+"""The chunked Triton kernel against the targets set for it (chapter 21, part 3).
 
 :data:`TARGETS` are the project's issue #4; :func:`chunk_targets` scores the benchmark of
 record against them, :func:`chunk_forward_bytes` counts the bytes the forward moves and

@@ -10,7 +10,7 @@ Widget cells: until a cell with ``interact`` runs, JupyterLab (and GitHub) show 
 fallback of its output, ``interactive(children=(FloatSlider(...``. The fallback is
 replaced by a sentence saying the controls come alive when the cell runs.
 
-    cd book && python3 -m hymo_book.notebooks 05_gdn.ipynb    # execute, then normalize
+    cd book && python3 -m hymo_book.notebooks 07_gdn.ipynb    # execute, then normalize
     cd book && python3 -m hymo_book.notebooks --check         # every chapter already normal?
 """
 

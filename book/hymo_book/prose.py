@@ -60,7 +60,8 @@ ALLOWED = {
     "3:1": "the architecture's GDN-to-MLA ratio, the document's name for the design",
 }
 
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
+# a comma right after a number is punctuation ("in (0, 1)"), not a thousands separator
+_NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,]*\d)?(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
 _REMOVE = [
     re.compile(r"```.*?```", re.S),                       # code blocks
     re.compile(r"`[^`\n]*`"),                             # code spans

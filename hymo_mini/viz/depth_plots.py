@@ -1,17 +1,16 @@
-"""Figures and measurements for chapter 10 (initialisation, section 10 of the document).
+"""The model at initialisation through depth (chapter 13, the stack; section 10 of the
+document says no init pass runs: PyTorch's module defaults plus a few inline inits).
 
-Section 10 says the model gets no init pass: PyTorch's module defaults, plus an inline router
-init (N(0, 0.006²)) and the GDN recurrence init (A_log, dt_bias, D). This module measures what
-that gives: the statistics of each parameter (:func:`parameter_stats`) and the scale of the
-residual stream layer by layer at initialisation (:func:`residual_rms`), for both GDN residual
-modes (``gdn_residual``: hymo_mini's ``"identity"`` pre-norm block, or the document's
-``out_proj(o) + skip_proj(x)`` with no identity path) and both embedding inits
-(``embed_init``: ``"scaled"`` N(0, 1/dim) or ``"torch"`` N(0, 1)).
+:func:`parameter_stats` gives the statistics of each parameter of a module beside PyTorch's
+default rule; :func:`residual_rms` the scale of the residual stream layer by layer at
+initialisation, for both GDN residual modes (``gdn_residual``: hymo_mini's ``"identity"``
+pre-norm block, or the document's ``out_proj(o) + skip_proj(x)`` with no identity path) and
+both embedding inits (``embed_init``: ``"scaled"`` N(0, 1/dim) or ``"torch"`` N(0, 1)).
 
-What is measured, and how (so the production widths fit in seconds on a CPU): the production
-config unchanged (32 layers, dim 896, 16 experts, ...) on a short sequence (T = 32, B = 1). The
+What is measured, and how (so the production widths fit in seconds on a CPU): the given
+config (the figure: the production one, unchanged) on a short sequence (T = 32, B = 1). The
 layers are built one at a time, each from its own seed ``seed + layer_idx``, run on every
-stream, then freed, so the 1.1B parameters never exist at once; an MLA block is the same in
+stream, then freed, so the whole model never exists at once; an MLA block is the same in
 both modes and is built once. The embedding comes from ``HyMo`` itself (a one-layer HyMo at the
 config's width, whose ``embed`` is initialised by the model's own code). The vocabulary does not
 matter: every row of the embedding is drawn the same way.
@@ -25,11 +24,12 @@ from dataclasses import dataclass
 
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from torch import nn
 
 from hymo_mini.blocks import GDNBlock, MLABlock
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.viz.moe_plots import _single_thread
+from hymo_mini.viz.moe_experiments import single_thread
 
 __all__ = [
     "ParamStat",
@@ -95,21 +95,24 @@ def embedding_rows(config: ModelConfig, tokens: torch.Tensor, seed: int = 0) -> 
 
 
 @functools.lru_cache(maxsize=8)
-def residual_rms(config: ModelConfig, T: int = 32, B: int = 1,
-                 seed: int = 0) -> dict[tuple[str, str], tuple[float, ...]]:
-    """{(gdn_residual, embed_init): RMS after the embedding and after each layer} at init.
-    Cached: the production config takes several seconds."""
+def residual_rms(config: ModelConfig, T: int = 32, B: int = 1, seed: int = 0,
+                 inits: tuple[str, ...] = EMBED_INITS) -> dict[tuple[str, str], tuple[float, ...]]:
+    """{(gdn_residual, embed_init): RMS after the embedding and after each layer} at init,
+    for both residual modes and each embedding init of ``inits``. Cached: the production
+    config takes several seconds per init."""
     if T <= 0 or B <= 0:
         raise ValueError(f"T and B must be positive, got T={T}, B={B}")
+    if not inits or any(init not in EMBED_INITS for init in inits):
+        raise ValueError(f"inits must be a non-empty tuple of {EMBED_INITS}, got {inits!r}")
     g = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, 256, (B, T), generator=g)
     streams = {}
-    for init in EMBED_INITS:
+    for init in inits:
         x = embedding_rows(replace(config, embed_init=init), tokens, seed)
         for mode in MODES:
             streams[(mode, init)] = [x]
     nope = set(config.nope_gdn_positions)
-    with torch.no_grad(), _single_thread():  # many small ops: threads only contend
+    with torch.no_grad(), single_thread():  # many small ops: threads only contend
         for i, kind in enumerate(config.layer_types):
             if kind == "mla":
                 torch.manual_seed(seed + i)
@@ -127,8 +130,9 @@ def residual_rms(config: ModelConfig, T: int = 32, B: int = 1,
     return {key: tuple(x.pow(2).mean().sqrt().item() for x in xs) for key, xs in streams.items()}
 
 
-_STYLES = {("identity", "scaled"): ("#1b9e77", "-"), ("identity", "torch"): ("#1b9e77", "--"),
-           ("document", "scaled"): ("#d95f02", "-"), ("document", "torch"): ("#d95f02", "--")}
+# the residual mode by colour and marker, the embedding init by line style
+_MODE_LOOK = {"identity": ("#1b9e77", "o"), "document": ("#d95f02", "s")}
+_INIT_STYLE = {"scaled": "-", "torch": "--"}
 
 
 def residual_rms_figure(config: ModelConfig | None = None, identity: bool = True,
@@ -136,23 +140,25 @@ def residual_rms_figure(config: ModelConfig | None = None, identity: bool = True
                         log_scale: bool = True, T: int = 32) -> Figure:
     """RMS of the residual stream against depth at init (MLA layers shaded)."""
     config = load_config("hymo_750m").model if config is None else config
-    results = residual_rms(config, T)
+    inits = tuple(i for i, shown in (("scaled", scaled), ("torch", torch_init)) if shown)
+    results = residual_rms(config, T, inits=inits) if inits and (identity or document) else {}
     fig = Figure(figsize=(9, 4))
     ax = fig.add_subplot()
     for i in config.mla_positions:
         ax.axvspan(i + 0.5, i + 1.5, color="grey", alpha=0.15, lw=0)
     show_mode = {"identity": identity, "document": document}
-    show_init = {"scaled": scaled, "torch": torch_init}
     for (mode, init), values in results.items():
-        if show_mode[mode] and show_init[init]:
-            colour, style = _STYLES[(mode, init)]
-            ax.plot(range(len(values)), values, color=colour, ls=style, marker="o", ms=3,
-                    label=f"gdn_residual={mode}, embed_init={init}")
+        if show_mode[mode]:
+            colour, marker = _MODE_LOOK[mode]
+            ax.plot(range(len(values)), values, color=colour, ls=_INIT_STYLE[init],
+                    marker=marker, ms=4, label=f"gdn_residual={mode}, embed_init={init}")
     if log_scale:
         ax.set_yscale("log")
     ax.set_xlabel("after layer (0 = the embedding; shaded: MLA + MoE blocks)")
     ax.set_ylabel("RMS of the residual stream")
-    ax.set_title(f"residual stream at init, {config.n_layers} layers, dim {config.dim}, T={T}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"residual stream at init, {config.n_layers} layers, dim {config.dim}, T={T}",
+                 fontsize=10)
     if ax.lines:
         ax.legend(fontsize=8)
     fig.tight_layout()

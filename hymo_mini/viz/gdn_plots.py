@@ -1,19 +1,17 @@
-"""Figures and small computations for chapter 05 (Gated Delta Net, section 5).
+"""Figures and small computations for chapter 07 (Gated Delta Net, section 5).
 
 The decay of the recurrence, per head h, state dimension n and step t, is
 ``exp(g_t · A[h, n])`` with ``A = -exp(A_log)`` and ``g_t = sigmoid(dt_proj(u_t) + dt_bias)``
 in (0, 1). A contribution written at step s has been multiplied by
 ``exp(A[h, n] · (g_{s+1} + ... + g_t))`` by step t. With a constant gate g its **half-life**
-is ``ln 2 / (g · |A|)`` steps.
-
-Section 5.3.2 of the document reads the decay as ``exp(A)`` (head 0: "exp(-1) = 0.37,
-remembers ~3 steps"), i.e. as if g were 1, and numbers the heads from A = -1 at head 0 to
-"A = -10" at head 10; the initialiser ``log(1..H)`` gives head h the rate h + 1, so head 10
-has A = -11. At initialisation g is close to 0.5 (dt_bias = 0 and a zero-mean projection),
-which halves every rate: :func:`decay_table` gives the numbers.
+is ``ln 2 / (g · |A|)`` steps. At initialisation ``A_log[h] = log(h + 1)`` (head h has the
+rate h + 1) and g is close to 0.5 (dt_bias = 0 and a zero-mean projection):
+:func:`decay_table` gives the numbers, :func:`decay_spectrum_figure` draws them.
 
 :func:`effective_attention` writes the recurrence as the T × T matrix it applies to the
 values (the "parallel form"), and :func:`state_trajectory` records the state after every step.
+The delta rule's erasure has its own module (:mod:`hymo_mini.viz.delta_plots`), the matrix
+cut into chunks too (:mod:`hymo_mini.viz.chunk_plots`); their figures are registered here.
 """
 
 from __future__ import annotations
@@ -25,10 +23,12 @@ import numpy as np
 import torch
 from einops import einsum, rearrange
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from hymo_mini.config import ModelConfig, load_config, replace
 from hymo_mini.gdn import GatedDeltaNet
 from hymo_mini.ops import naive_gla
+from hymo_mini.viz import chunk_plots, delta_plots
 
 __all__ = [
     "initial_a_log",
@@ -71,7 +71,7 @@ def decay_table(gate: float = 0.5, a_log: torch.Tensor | None = None,
 
 def decay_spectrum_figure(gate: float = 0.5, a_log_shift: float = 0.0,
                           config: ModelConfig | None = None,
-                          show_document: bool = True) -> Figure:
+                          show_document: bool = False) -> Figure:
     """Left: per-step decay exp(g·A) of every head and state dimension at initialisation.
     Right: the half-life of each head, with the document's "head 0 remembers ~3 steps"."""
     a_log = initial_a_log(config) + a_log_shift  # (H, S)
@@ -83,7 +83,7 @@ def decay_spectrum_figure(gate: float = 0.5, a_log_shift: float = 0.0,
     ax_map, ax_life = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
     image = ax_map.imshow(decay, aspect="auto", cmap="viridis", vmin=0, vmax=1,
                           interpolation="nearest")
-    fig.colorbar(image, ax=ax_map, label="kept per step, exp(g·A)")
+    fig.colorbar(image, ax=ax_map, label="fraction kept per token, exp(g·A)")
     ax_map.set_xlabel("state dimension n")
     ax_map.set_ylabel("head h")
     # a slider's float arithmetic leaves digits such as +1.77636e-15 behind: show 6 decimals
@@ -103,6 +103,8 @@ def decay_spectrum_figure(gate: float = 0.5, a_log_shift: float = 0.0,
     ax_life.set_ylabel("half-life (steps)")
     ax_life.set_title(f"longest memory: head 0, half-life {rows[0]['half_life']:.3g} steps",
                       fontsize=10)
+    for axis in (ax_map.xaxis, ax_map.yaxis, ax_life.xaxis):  # they count dims and heads
+        axis.set_major_locator(MaxNLocator(integer=True))
     ax_life.grid(True, which="both", alpha=0.3)
     ax_life.legend(fontsize=8)
     fig.tight_layout()
@@ -153,7 +155,7 @@ def state_trajectory(v, b, c, g, A, initial_state=None) -> torch.Tensor:
     for t in range(v.shape[1]):
         step = slice(t, t + 1)
         _, state = naive_gla(v[:, step], b[:, step], c[:, step], g[:, step], A,
-                                        initial_state=state)
+                             initial_state=state)
         states.append(state)
     return torch.stack(states, dim=1)
 
@@ -192,6 +194,7 @@ def state_evolution_figure(states: torch.Tensor, times: tuple[int, ...] = (0, 1,
     fig.colorbar(image, cax=axes[len(times)])
     norms = np.linalg.norm(per_head.reshape(T, -1), axis=1)
     axes[-1].plot(range(T), norms, "o-", ms=3, color="#1b9e77")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[-1].set_xlabel("step t")
     axes[-1].set_ylabel("‖H_t‖ (Frobenius)")
     axes[-1].set_title(f"head {head}: state size over time", fontsize=9)
@@ -221,4 +224,7 @@ def _default_state_figure() -> Figure:
 FIGURES = {
     "gdn_decay_spectrum.png": lambda: decay_spectrum_figure(0.5),
     "gdn_state_evolution.png": _default_state_figure,
+    "gdn_delta_erasure.png": delta_plots.erasure_figure,
+    "gdn_recall_by_age.png": delta_plots.recall_by_age_figure,
+    "gdn_chunk_matrix.png": chunk_plots.chunk_matrix_figure,
 }

@@ -1,4 +1,5 @@
-"""Figures for chapter 04 (multi-head latent attention, section 4).
+"""Figures for chapters 05 (attention and the KV cache) and 06 (multi-head latent attention,
+section 4 of the design document).
 
 Cache sizes come from :mod:`hymo_mini.costs`; attention maps from
 ``MultiHeadLatentAttention.attention_weights``. Every function takes the values a widget
@@ -14,17 +15,19 @@ from matplotlib.figure import Figure
 from hymo_mini.config import ModelConfig, load_config
 from hymo_mini.costs import kv_cache_bytes_per_token
 
-__all__ = ["DOCUMENT_MLA_CACHE_VALUES", "kv_cache_figure", "attention_map_figure", "FIGURES"]
+__all__ = ["kv_cache_figure", "attention_map_figure", "FIGURES"]
 
-# section 4.2.1: "KV cache per token: kv_lora_rank + n_kv_groups × qk_rope = 128 + 128 = 256"
-DOCUMENT_MLA_CACHE_VALUES = 256
-
-_COLOURS = {"MHA": "#7570b3", "GQA-8": "#66a61e", "GQA-4": "#e6ab02", "MQA": "#a6761d",
-            "MLA (expanded cache)": "#fdae6b", "MLA (latent cache)": "#d95f02"}
+# each way of caching keys and values: (colour, marker, line style, bar hatch), so the
+# series read apart in grey-scale too; GQA groups other than these take the last style
+_LOOKS = {"MHA": ("#7570b3", "o", "-", ""), "GQA-8": ("#66a61e", "s", "--", "//"),
+          "GQA-4": ("#e6ab02", "^", "-.", "\\\\"), "MQA": ("#a6761d", "v", ":", "xx"),
+          "MLA (expanded cache)": ("#fdae6b", "D", (0, (5, 1, 1, 1)), ".."),
+          "MLA (latent cache)": ("#d95f02", "*", "-", "oo")}
+_OTHER = ("#999999", "P", (0, (1, 3)), "++")
 
 
 def kv_cache_figure(T: int = 4096, n_layers: int = 8, config: ModelConfig | None = None,
-                    dtype_bytes: int = 2, show_document: bool = True) -> Figure:
+                    dtype_bytes: int = 2) -> Figure:
     """Left: cache bytes per token and layer for each way of keeping keys and values
     (MHA, GQA with 8 and ``n_kv_groups`` heads, MQA, MLA expanded, MLA latent).
     Right: the cache of ``n_layers`` such layers for one sequence, against T."""
@@ -33,19 +36,16 @@ def kv_cache_figure(T: int = 4096, n_layers: int = 8, config: ModelConfig | None
         raise ValueError(f"T must be a positive integer, got {T!r}")
     per_token = kv_cache_bytes_per_token(config, dtype_bytes)
     names = list(per_token)
-    fig = Figure(figsize=(11.5, 4.2))
+    looks = [_LOOKS.get(n, _OTHER) for n in names]
+    fig = Figure(figsize=(11, 4.2))
     ax_bar, ax_line = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.2]})
     y = np.arange(len(names))
-    ax_bar.barh(y, [per_token[n] for n in names], color=[_COLOURS.get(n, "grey") for n in names])
-    document_bytes = DOCUMENT_MLA_CACHE_VALUES * dtype_bytes
-    for yi, n in zip(y, names, strict=True):
-        right = max(per_token[n], document_bytes if show_document and "latent" in n else 0)
+    for yi, n, (colour, _, _, hatch) in zip(y, names, looks, strict=True):
+        ax_bar.barh([yi], [per_token[n]], color=colour, hatch=hatch or None,
+                    edgecolor="black", linewidth=0.4)
         label = f"{per_token[n]:,} B ({per_token[n] // dtype_bytes:,} values)"
-        ax_bar.text(right + 0.03 * max(per_token.values()), yi, label, va="center", fontsize=8)
-    if show_document:
-        ax_bar.plot([document_bytes], [names.index("MLA (latent cache)")],
-                    "x", color="#c62828", ms=9, mew=2, label="document: 256 values")
-        ax_bar.legend(fontsize=8, loc="center right")
+        ax_bar.text(per_token[n] + 0.03 * max(per_token.values()), yi, label, va="center",
+                    fontsize=8)
     ax_bar.set_yticks(y, names, fontsize=8)
     ax_bar.invert_yaxis()
     ax_bar.set_xlim(0, max(per_token.values()) * 1.6)
@@ -54,8 +54,9 @@ def kv_cache_figure(T: int = 4096, n_layers: int = 8, config: ModelConfig | None
                      f"MLA latent {config.kv_lora_rank} + k_pe {config.qk_rope_head_dim}",
                      fontsize=10)
     ts = np.unique(np.geomspace(128, max(131_072, T), 40).astype(int))
-    for n in names:
-        ax_line.loglog(ts, n_layers * per_token[n] * ts / 2**20, color=_COLOURS.get(n, "grey"),
+    for n, (colour, marker, style, _) in zip(names, looks, strict=True):
+        ax_line.loglog(ts, n_layers * per_token[n] * ts / 2**20, color=colour, marker=marker,
+                       ls=style, markevery=6, ms=5,
                        lw=2.5 if n == "MLA (latent cache)" else 1.5, label=n)
     ax_line.axvline(T, color="grey", ls=":", lw=1)
     latent_mib = n_layers * per_token["MLA (latent cache)"] * T / 2**20

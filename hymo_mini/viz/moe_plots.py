@@ -1,27 +1,26 @@
-"""Figures and experiments for chapter 08 (mixture of experts, section 8).
-
-Every experiment runs the package's :class:`hymo_mini.moe.DeepSeekMoE` (its router, capacity
-rule and ``update_bias``); only the expert width is shrunk (``moe_inter_dim = 1``) when the
-experts' outputs do not matter, so the production router (896 → 16) costs nothing to run.
-
-An *imbalanced router* (:func:`imbalanced_router`) is the production router plus a
-preference: tokens share a common direction ``u`` (as real hidden states share a mean) and
-the gate rows get a component ``~ skew · ramp_e`` along it (ramp_e from -1 to 1), so the last
-experts score up to ``skew`` higher for every token. The random init's own component along
-``u`` is removed, so ``skew = 0`` has no systematic preference.
-"""
+"""Figures for chapter 11 (mixture of experts, section 8): the router's choices, capacity
+and dropped assignments, aux-loss-free balancing, and the fp32 router. The experiments they
+draw are in :mod:`hymo_mini.viz.moe_experiments` (imported here too, for the chapter)."""
 
 from __future__ import annotations
 
-import math
-from contextlib import contextmanager
-from dataclasses import dataclass
-
 import torch
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
-from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.moe import DeepSeekMoE
+from hymo_mini.config import replace
+from hymo_mini.viz.moe_experiments import (  # noqa: F401 - re-exported for the chapter
+    BalancingRun,
+    _direction,
+    _production,
+    balancing_runs,
+    dropped_fraction,
+    imbalanced_router,
+    router_precision,
+    router_tokens,
+    simulate_balancing,
+)
 
 __all__ = [
     "imbalanced_router",
@@ -29,6 +28,7 @@ __all__ = [
     "dropped_fraction",
     "BalancingRun",
     "simulate_balancing",
+    "balancing_runs",
     "router_precision",
     "routing_figure",
     "capacity_figure",
@@ -38,231 +38,137 @@ __all__ = [
 ]
 
 
-def _production() -> ModelConfig:
-    return load_config("hymo_750m").model
-
-
-def imbalanced_router(config: ModelConfig | None = None, skew: float = 0.0,
-                      seed: int = 0) -> DeepSeekMoE:
-    """A ``DeepSeekMoE`` with ``config``'s router (1-wide experts) whose gate prefers the
-    last experts by ``skew``. The common token direction is gate row ``u`` (see
-    :func:`router_tokens`)."""
-    config = _production() if config is None else config
-    moe = DeepSeekMoE(replace(config, moe_inter_dim=1))  # the router is all we need
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        moe.gate.weight.normal_(0.0, config.router_init_std, generator=g)  # (e, dim)
-        u = _direction(config.dim)  # (dim,), unit RMS
-        w = moe.gate.weight
-        w -= (w @ u)[:, None] * u[None, :] / config.dim  # no preference along u at skew = 0
-        ramp = torch.linspace(-1.0, 1.0, config.n_routed_experts)  # (e,)
-        # token x = (noise + u) / sqrt(2) has u·x ≈ dim / sqrt(2): expert e gains ~skew·ramp_e
-        w += skew * math.sqrt(2) * ramp[:, None] * u[None, :] / config.dim
-    return moe
-
-
-def _direction(dim: int) -> torch.Tensor:
-    u = torch.randn(dim, generator=torch.Generator().manual_seed(12345))
-    return u / u.norm() * math.sqrt(dim)  # (dim,), unit RMS
-
-
-def router_tokens(config: ModelConfig, n_tokens: int, seed: int = 1) -> torch.Tensor:
-    """(n_tokens, dim) unit-RMS hidden states with a shared component along ``u``."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n_tokens, config.dim, generator=g)  # (n, dim)
-    return (x + _direction(config.dim)) / math.sqrt(2)
-
-
-def dropped_fraction(moe: DeepSeekMoE, x: torch.Tensor) -> float:
-    """Fraction of the n·k (token, expert) assignments that find their expert full."""
-    with torch.no_grad():
-        routing = moe.route(x)
-    return float((~routing.kept).float().mean())
-
-
-@dataclass
-class BalancingRun:
-    loads: torch.Tensor  # (steps, e) fraction of assignments per expert at each step
-    biases: torch.Tensor  # (steps, e) expert_bias after each step
-    dropped: torch.Tensor  # (steps,) dropped fraction at each step
-
-
-def simulate_balancing(config: ModelConfig | None = None, skew: float = 0.1, steps: int = 300,
-                       n_tokens: int = 512, balance: bool = True, seed: int = 0,
-                       **overrides) -> BalancingRun:
-    """One routing decision per step for a batch of ``n_tokens`` hidden states (drawn from
-    a fixed pool of 4·n_tokens), its assignment counts recorded as a training forward
-    records them, then ``update_bias()`` (if ``balance``). ``overrides`` replace config fields such
-    as ``load_ema_alpha``, ``bias_update_rate``, ``load_deadband``."""
-    config = replace(_production() if config is None else config, **overrides)
-    if steps < 1 or n_tokens < 1:
-        raise ValueError(f"steps and n_tokens must be >= 1, got {steps} and {n_tokens}")
-    moe = imbalanced_router(config, skew, seed).train()
-    pool = router_tokens(config, 4 * n_tokens, seed=seed + 1)  # (4n, dim), drawn from each step
-    g = torch.Generator().manual_seed(seed + 2)
-    loads, biases, dropped = [], [], []
-    with _single_thread():
-        for _ in range(steps):
-            x = pool[torch.randint(0, pool.shape[0], (n_tokens,), generator=g)]  # (n, dim)
-            with torch.no_grad():
-                routing = moe.route(x)  # the experts' outputs do not matter here
-            counts = routing.counts.float()  # (e,) assignments before capacity
-            loads.append(counts / counts.sum())
-            dropped.append(float((~routing.kept).float().mean()))
-            if balance:
-                moe.pending_counts += routing.counts  # what a training forward records
-                moe.update_bias()
-            biases.append(moe.expert_bias.clone())
-    return BalancingRun(torch.stack(loads), torch.stack(biases), torch.tensor(dropped))
-
-
-@contextmanager
-def _single_thread():
-    """Loops of tiny tensor ops run far faster on one thread (no pool synchronisation)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def router_precision(config: ModelConfig | None = None, n_tokens: int = 4096,
-                     router_std: float | None = None, seed: int = 0) -> dict[str, float]:
-    """How often computing the router in bf16 (as the document's code ends up doing) changes
-    the top-k choice, against fp32. Returns the fraction of tokens whose chosen set
-    differs, the fraction with an exact tie at the k-th place in bf16, and the fp32 gaps
-    between the k-th and (k+1)-th probabilities (``gaps``, as a tensor)."""
-    config = _production() if config is None else config
-    if router_std is not None:
-        config = replace(config, router_init_std=router_std)
-    moe = imbalanced_router(config, 0.0, seed)
-    x = router_tokens(config, n_tokens, seed=seed + 1)  # (n, dim)
-    k = config.n_activated_experts
-    w = moe.gate.weight.detach()  # (e, dim)
-    with torch.no_grad():
-        routing = moe.route(x)  # the package's router: fp32 logits, probs and top-k
-    probs32 = routing.probs  # (n, e) fp32
-    probs16 = (x.bfloat16() @ w.bfloat16().T).softmax(-1)  # (n, e) bf16 throughout
-    top32 = routing.indices.sort(-1).values
-    top16 = probs16.float().topk(k, dim=-1).indices.sort(-1).values
-    sorted16 = probs16.float().sort(-1, descending=True).values
-    sorted32 = probs32.sort(-1, descending=True).values
-    return {
-        "changed": float((top32 != top16).any(-1).float().mean()),
-        "tied": float((sorted16[:, k - 1] == sorted16[:, k]).float().mean()),
-        "gaps": sorted32[:, k - 1] - sorted32[:, k],
-        "bf16_spacing": 2.0 ** (math.floor(math.log2(1 / config.n_routed_experts)) - 7),
-    }
-
-
 # ---- figures ---------------------------------------------------------------------------
+# the runs of the balancing figure: (label, colour, marker); max load solid, min dashed
+_RUNS = {"off": ("no balancing", "#7f7f7f", "x"), "slow": ("bias, EMA α={:g}", "#d95f02", "o"),
+         "fast": ("bias, EMA α={:g}", "#1b9e77", "s")}
+_HATCHES = {"off": "", "slow": "//", "fast": ".."}
+
+
+def _whole_ticks(*axes) -> None:
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def routing_figure(n_tokens: int = 12, router_std: float = 0.006, skew: float = 0.0,
                    seed: int = 0) -> Figure:
-    """Router probabilities for a few tokens (production router), top-k choices boxed."""
+    """Router probabilities for a few tokens (production router); the first choice in a
+    solid box, the second in a dashed one."""
     config = replace(_production(), router_init_std=router_std)
     moe = imbalanced_router(config, skew, seed)
     with torch.no_grad():
         routing = moe.route(router_tokens(config, n_tokens, seed=seed + 1))
-    probs = routing.probs  # (n, e)
-    fig = Figure(figsize=(8, 0.35 * n_tokens + 1.6))
+    fig = Figure(figsize=(8, 0.3 * n_tokens + 1.8))
     ax = fig.add_subplot()
-    image = ax.imshow(probs.numpy(), cmap="viridis", aspect="auto")
+    image = ax.imshow(routing.probs.numpy(), cmap="viridis", aspect="auto")  # (n, e)
     for token, experts in enumerate(routing.indices.tolist()):
         for rank, e in enumerate(experts):
-            ax.add_patch(_box(e, token, "white" if rank == 0 else "orange"))
+            ax.add_patch(Rectangle((e - 0.5, token - 0.5), 1, 1, fill=False, lw=2,
+                                   edgecolor="white" if rank == 0 else "#ff7f00",
+                                   ls="-" if rank == 0 else "--"))
+    _whole_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlabel("routed expert")
     ax.set_ylabel("token")
-    ax.set_title(f"router probabilities, router_init_std={router_std:g}, skew={skew:g} "
-                 f"(white: 1st choice, orange: 2nd)")
+    ax.set_title(f"router probabilities, router_init_std={router_std:g}, skew={skew:g}\n"
+                 "solid box: 1st choice, dashed box: 2nd choice", fontsize=10)
     fig.colorbar(image, ax=ax, label="softmax probability")
     fig.tight_layout()
     return fig
 
 
-def _box(x: int, y: int, colour: str):
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor=colour, lw=2)
-
-
 def capacity_figure(capacity_factor: float = 1.5, skew: float = 0.1, n_tokens: int = 4096,
                     seed: int = 0) -> Figure:
-    """Left: assignments per expert against the capacity (dropped part in red). Right: the
-    dropped fraction against the capacity factor for this router."""
+    """Left: assignments per expert in one training batch against the capacity (the
+    dropped part hatched). Right: the dropped fraction against the capacity factor."""
     config = replace(_production(), capacity_factor=capacity_factor)
-    moe = imbalanced_router(config, skew, seed)
+    moe = imbalanced_router(config, skew, seed).train()
     x = router_tokens(config, n_tokens, seed=seed + 1)
     with torch.no_grad():
         routing = moe.route(x)
-    counts = routing.counts.float()
-    kept = torch.minimum(counts, torch.tensor(float(routing.capacity)))
-    fig = Figure(figsize=(11, 3.8))
+    counts = routing.counts.float()  # (e,)
+    kept = torch.minimum(counts, torch.tensor(float(routing.capacity)))  # (e,)
+    fig = Figure(figsize=(10, 3.8))
     left, right = fig.subplots(1, 2)
-    experts = range(len(counts))
+    experts = torch.arange(len(counts)).numpy()
     left.bar(experts, kept.numpy(), color="#1b9e77", label="served")
     left.bar(experts, (counts - kept).numpy(), bottom=kept.numpy(), color="#c62828",
-             label="dropped")
+             hatch="//", edgecolor="black", lw=0.4, label="dropped")
     left.axhline(routing.capacity, color="black", ls="--", lw=1,
                  label=f"capacity = {routing.capacity}")
+    _whole_ticks(left.xaxis)
+    left.set_xlim(-0.6, len(counts) - 0.4)
     left.set_xlabel("routed expert")
-    left.set_ylabel("assignments (tokens)")
+    left.set_ylabel("assignments")
     left.set_title(f"{n_tokens} tokens × top-{config.n_activated_experts}, "
-                   f"capacity_factor={capacity_factor:g}, skew={skew:g}")
+                   f"capacity_factor={capacity_factor:g}, skew={skew:g}", fontsize=10)
     left.legend(fontsize=8)
     factors = [0.5 * i for i in range(1, 9)]  # 0.5 .. 4.0
-    fractions = [100 * dropped_fraction(
-        imbalanced_router(replace(config, capacity_factor=f), skew, seed), x) for f in factors]
-    right.plot(factors, fractions, marker="o", ms=3)
-    right.plot([capacity_factor], [100 * dropped_fraction(moe, x)], "o", color="#c62828", ms=8)
+    fractions = [100 * dropped_fraction(imbalanced_router(
+        replace(config, capacity_factor=f), skew, seed).train(), x) for f in factors]
+    right.plot(factors, fractions, color="#7570b3", marker="o", ms=4)
+    right.plot([capacity_factor], [100 * dropped_fraction(moe, x)], "D", color="#c62828",
+               ms=8)
     right.set_xlabel("capacity factor")
     right.set_ylabel("assignments dropped (%)")
-    right.set_title("dropped assignments against the capacity factor")
+    right.set_title("dropped against the capacity factor (diamond: this one)", fontsize=10)
+    for ax in (left, right):
+        ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return fig
 
 
-def balancing_figure(skew: float = 0.1, steps: int = 1500, load_ema_alpha: float = 0.001,
+def balancing_figure(skew: float = 0.1, steps: int = 1000, load_ema_alpha: float = 0.001,
                      bias_update_rate: float = 0.001, load_deadband: float = 0.05,
-                     n_tokens: int = 512) -> Figure:
-    """The aux-loss-free bias pulling an imbalanced router towards uniform load. Defaults:
-    the documented EMA rate (0.001) and dead band (5%), hymo_mini's bias step (0.001)."""
-    kwargs = dict(load_ema_alpha=load_ema_alpha, bias_update_rate=bias_update_rate,
-                  load_deadband=load_deadband)
-    on = simulate_balancing(skew=skew, steps=steps, n_tokens=n_tokens, **kwargs)
-    off = simulate_balancing(skew=skew, steps=steps, n_tokens=n_tokens, balance=False, **kwargs)
-    E = on.loads.shape[1]
-    fig = Figure(figsize=(12, 3.8))
+                     n_tokens: int = 256, compare_alpha: float | None = 0.1) -> Figure:
+    """The aux-loss-free bias pulling an imbalanced router towards uniform load: no
+    balancing, the bias with EMA rate ``load_ema_alpha`` (the document's 0.001 by
+    default) and, unless None, with ``compare_alpha``. Left: the most and least loaded
+    expert (a rolling mean); middle: the load of every expert at the end; right: the bias
+    of the least and the most preferred expert."""
+    runs = balancing_runs(skew, steps, load_ema_alpha, bias_update_rate, load_deadband, n_tokens,
+                          compare_alpha)
+    alphas = {"off": None, "slow": load_ema_alpha, "fast": compare_alpha}
+    E = runs["off"].loads.shape[1]
+    fig = Figure(figsize=(12, 4))
     ax_spread, ax_bars, ax_bias = fig.subplots(1, 3)
-    step = torch.arange(1, steps + 1).numpy()
     window = min(20, steps)
-    for run, label, colour in ((off, "no balancing", "grey"), (on, "bias balancing", "#d95f02")):
+    x = torch.arange(window, steps + 1).numpy()  # the last step of each window
+    width = 0.8 / len(runs)
+    for i, (key, run) in enumerate(runs.items()):
+        label, colour, marker = _RUNS[key]
+        label = label.format(alphas[key])
+        look = dict(color=colour, marker=marker, ms=5, markevery=max(1, len(x) // 6))
         smooth = _rolling_mean(run.loads, window) * E  # (steps - window + 1, e)
-        x = step[window - 1:]
-        ax_spread.plot(x, smooth.max(1).values.numpy(), color=colour, label=f"{label}: max")
-        ax_spread.plot(x, smooth.min(1).values.numpy(), color=colour, ls="--",
-                       label=f"{label}: min")
-    ax_spread.axhspan(1 - load_deadband, 1 + load_deadband, color="#1b9e77", alpha=0.2,
-                      label="dead band")
+        ax_spread.plot(x, smooth.max(1).values.numpy(), ls="-", label=label, **look)
+        ax_spread.plot(x, smooth.min(1).values.numpy(), ls="--", **look)  # same run
+        end = run.loads[-window:].mean(0) * E  # (e,)
+        ax_bars.bar((torch.arange(E) + (i - (len(runs) - 1) / 2) * width).numpy(), end.numpy(),
+                    width, color=colour, hatch=_HATCHES[key], edgecolor="black", lw=0.4,
+                    label=label)
+        if key != "off":
+            step = torch.arange(1, steps + 1).numpy()
+            look["markevery"] = max(1, steps // 6)
+            ax_bias.plot(step, run.biases[:, -1].numpy(), ls="-", label=label, **look)
+            ax_bias.plot(step, run.biases[:, 0].numpy(), ls="--", **look)  # same run
+    ax_spread.axhspan(1 - load_deadband, 1 + load_deadband, color="#1b9e77", alpha=0.15)
     ax_spread.set_xlabel("step")
-    ax_spread.set_ylabel("expert load / uniform load")
-    ax_spread.set_title(f"most and least loaded expert ({window}-step mean)")
-    ax_spread.legend(fontsize=8)
-    width = 0.4
-    idx = torch.arange(E).float()
-    ax_bars.bar((idx - width / 2).numpy(), (off.loads[-20:].mean(0) * E).numpy(), width,
-                color="grey", label="no balancing")
-    ax_bars.bar((idx + width / 2).numpy(), (on.loads[-20:].mean(0) * E).numpy(), width,
-                color="#d95f02", label="bias balancing")
+    ax_spread.set_ylabel("load / uniform load")
+    ax_spread.set_title(f"solid: most loaded, dashed: least loaded\n({window}-step mean; "
+                        f"shaded: the ±{load_deadband:g} dead band)", fontsize=10)
     ax_bars.axhline(1, color="black", lw=0.8)
     ax_bars.set_xlabel("routed expert")
-    ax_bars.set_ylabel("load / uniform (last 20 steps)")
-    ax_bars.set_title("load per expert at the end")
-    ax_bars.legend(fontsize=8)
-    ax_bias.plot(step, on.biases.numpy(), lw=0.8)
+    ax_bars.set_ylabel("load / uniform load")
+    ax_bars.set_xlim(-0.6, E - 0.4)
+    ax_bars.set_title(f"the load of each at the end (mean of the last {window})", fontsize=10)
+    ax_bias.axhline(0, color="black", lw=0.8)
     ax_bias.set_xlabel("step")
-    ax_bias.set_ylabel("expert_bias")
-    ax_bias.set_title(f"bias per expert (rate {bias_update_rate:g}, EMA α {load_ema_alpha:g})")
+    ax_bias.set_ylabel("balancing bias")
+    ax_bias.set_title(f"bias of the most preferred expert ({E - 1}, solid)\nand of the least "
+                      "preferred (0, dashed)", fontsize=10)
+    for ax in (ax_spread, ax_bars, ax_bias):
+        _whole_ticks(ax.xaxis)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -279,15 +185,14 @@ def router_precision_figure(router_std: float = 0.006, n_tokens: int = 4096) -> 
     gaps = result["gaps"].clamp_min(1e-9)
     fig = Figure(figsize=(7, 3.6))
     ax = fig.add_subplot()
-    bins = torch.logspace(-9, 0, 60).numpy()
-    ax.hist(gaps.numpy(), bins=bins, color="#7570b3")
+    ax.hist(gaps.numpy(), bins=torch.logspace(-9, 0, 60).numpy(), color="#7570b3")
     ax.set_xscale("log")
-    ax.axvline(result["bf16_spacing"], color="#c62828", lw=1.5,
-               label=f"bf16 spacing near 1/16: {result['bf16_spacing']:.1e}")
+    ax.axvline(result["bf16_spacing"], color="#c62828", lw=1.5, ls="--",
+               label=f"bf16 spacing near the uniform probability: {result['bf16_spacing']:.1e}")
     ax.set_xlabel("fp32 gap between the 2nd and 3rd probability (log scale)")
     ax.set_ylabel("tokens")
     ax.set_title(f"router_init_std={router_std:g}: bf16 ties {100 * result['tied']:.1f}%, "
-                 f"changes the top-2 of {100 * result['changed']:.1f}% of tokens")
+                 f"changes the top-2 of {100 * result['changed']:.1f}% of tokens", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

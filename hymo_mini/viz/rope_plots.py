@@ -1,13 +1,7 @@
-"""Figures for chapter 07 (rotary position embedding, section 7 of the design document).
+"""Figures for chapter 04 (rotary position embedding, section 7 of the design document).
 
 Every function takes the values a widget would set and returns a ``Figure``; the numbers
 come from :mod:`hymo_mini.rope`, so a plot can never drift from what the model computes.
-
-The document's worked spectrum (section 7.2.3: theta_0 = 1, theta_1 = 0.01,
-theta_2 = 0.0001, "theta_0 slowest") is wrong twice: those values follow from an exponent
-2k/4, not 2k/32, and theta_0 = 1 radian per token is the *fastest* pair, not the slowest.
-:data:`DOCUMENT_THETAS` keeps the listed values so the figure can show them beside the
-computed ones.
 """
 
 from __future__ import annotations
@@ -16,12 +10,12 @@ import math
 
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from hymo_mini.config import ModelConfig
 from hymo_mini.rope import RotaryEmbedding, apply_rotary, rope_frequencies
 
 __all__ = [
-    "DOCUMENT_THETAS",
     "spectrum_table",
     "relative_scores",
     "rope_spectrum_figure",
@@ -31,10 +25,6 @@ __all__ = [
     "FIGURES",
 ]
 
-# section 7.2.3, k -> theta_k as printed (base 10,000, "head_dim = 32")
-DOCUMENT_THETAS = {0: 1.0, 1: 0.01, 2: 0.0001}
-
-
 def spectrum_table(rope_dim: int = 32, base: float = 10_000.0) -> list[tuple[int, float, float]]:
     """One row per rotary pair k: ``(k, theta_k in rad/token, wavelength 2*pi/theta_k in
     tokens)``."""
@@ -42,35 +32,24 @@ def spectrum_table(rope_dim: int = 32, base: float = 10_000.0) -> list[tuple[int
     return [(k, th, 2 * math.pi / th) for k, th in enumerate(thetas)]
 
 
-def rope_spectrum_figure(base: float = 10_000.0, mla_rope_dim: int = 32, gdn_rope_dim: int = 32,
-                         max_seq_len: int = 4_096, show_document: bool = True) -> Figure:
-    """theta_k and the wavelength of each rotary pair, for the MLA and GDN rotary sizes, with
-    the document's listed values (red crosses) for comparison."""
-    fig = Figure(figsize=(10, 3.8))
-    ax_theta, ax_wave = fig.subplots(1, 2)
-    series = [("MLA q_pe/k_pe", mla_rope_dim, "o", "-"), ("GDN b/c", gdn_rope_dim, "s", "--")]
-    for label, dim, marker, style in series:
-        rows = spectrum_table(dim, base)
-        ks = [r[0] for r in rows]
-        ax_theta.plot(ks, [r[1] for r in rows], marker=marker, ls=style, ms=4,
-                      label=f"{label}: rope_dim={dim}")
-        ax_wave.plot(ks, [r[2] for r in rows], marker=marker, ls=style, ms=4, label=label)
-    if show_document:
-        ks = list(DOCUMENT_THETAS)
-        ax_theta.plot(ks, [DOCUMENT_THETAS[k] for k in ks], "x", color="red", ms=9, mew=2,
-                      label="document 7.2.3 (wrong)")
-    ax_theta.set_yscale("log")
-    ax_theta.set_xlabel("rotary pair k")
-    ax_theta.set_ylabel("θ_k (radians per token, log scale)")
-    ax_theta.set_title(f"θ_k = base^(-2k / rope_dim), base={base:g}")
-    ax_theta.legend(fontsize=8)
-    ax_wave.set_yscale("log")
-    ax_wave.axhline(max_seq_len, color="grey", lw=1, ls=":")
-    ax_wave.text(0, max_seq_len * 1.15, f"max_seq_len = {max_seq_len}", fontsize=8, color="grey")
-    ax_wave.set_xlabel("rotary pair k")
-    ax_wave.set_ylabel("wavelength 2π/θ_k (tokens, log scale)")
-    ax_wave.set_title("tokens for one full turn of each pair")
-    ax_wave.legend(fontsize=8)
+def rope_spectrum_figure(base: float = 10_000.0, rope_dim: int = 32,
+                         max_seq_len: int = 4_096) -> Figure:
+    """The wavelength 2*pi/theta_k of each rotary pair k (tokens for one full turn), on a
+    log scale, against the context length ``max_seq_len``: the pairs above the line never
+    complete a turn within the context."""
+    rows = spectrum_table(rope_dim, base)
+    ks = [r[0] for r in rows]
+    waves = [r[2] for r in rows]
+    fig = Figure(figsize=(6.4, 3.8))
+    ax = fig.add_subplot()
+    ax.plot(ks, waves, marker="o", ls="-", ms=4, label=f"rope_dim = {rope_dim}")
+    ax.axhline(max_seq_len, color="grey", lw=1, ls=":", label=f"max_seq_len = {max_seq_len:,}")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("rotary pair k (channels 2k, 2k + 1)")
+    ax.set_ylabel("wavelength 2π/θ_k (tokens, log scale)")
+    ax.set_title(f"θ_k = base^(-2k / rope_dim), base = {base:g}")
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -143,16 +122,20 @@ def relative_scores(rope_dim: int = 32, base: float = 10_000.0, max_distance: in
 
 
 def relative_score_figure(rope_dim: int = 32, base: float = 10_000.0,
-                          max_distance: int = 512, kind: str = "ones") -> Figure:
-    """How the dot product of a rotated query and key changes with their distance."""
-    distance, score = relative_scores(rope_dim, base, max_distance, kind)
+                          max_distance: int = 512, seed: int = 0) -> Figure:
+    """How the dot product of a rotated query and key changes with their distance, for
+    q = k = all ones (solid) and q = k random (dashed, drawn with ``seed``)."""
     fig = Figure(figsize=(7, 3.5))
     ax = fig.add_subplot()
-    ax.plot(distance.numpy(), score.numpy(), lw=1)
+    for kind, style in (("ones", "-"), ("random", "--")):
+        distance, score = relative_scores(rope_dim, base, max_distance, kind, seed)
+        ax.plot(distance.numpy(), score.numpy(), lw=1, ls=style, label=f"q = k, {kind}")
     ax.axhline(0, color="grey", lw=0.5)
-    ax.set_xlabel("distance p_k - p_q (tokens)")
-    ax.set_ylabel("⟨R(p_q) q, R(p_k) q⟩ / rope_dim")
-    ax.set_title(f"score against distance, q = k ({kind}), rope_dim={rope_dim}, base={base:g}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("distance between key and query (tokens)")
+    ax.set_ylabel("⟨R(p) q, R(p + Δ) q⟩ / rope_dim")
+    ax.set_title(f"score against distance, rope_dim = {rope_dim}, base = {base:g}")
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
 
@@ -168,9 +151,10 @@ def partial_rope_figure(head_dim: int = 128, rope_dim: int = 32, n_positions: in
     y = rope(x)[0, :, 0, :]  # (t, head_dim)
     fig = Figure(figsize=(8, 3.2))
     ax = fig.add_subplot()
-    image = ax.imshow(y.numpy(), aspect="auto", cmap="coolwarm", vmin=-1.5, vmax=1.5,
-                      interpolation="nearest")
-    ax.axvline(rope_dim - 0.5, color="black", lw=1.5)
+    image = ax.imshow(y.numpy(), aspect="auto", cmap="viridis", vmin=-1.5, vmax=1.5,
+                      interpolation="nearest")  # viridis: its lightness orders the values
+    ax.axvline(rope_dim - 0.5, color="white", lw=1.5, ls="--")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(f"channel (rotated: 0..{rope_dim - 1}, untouched: {rope_dim}..{head_dim - 1})")
     ax.set_ylabel("position")
     ax.set_title(f"partial RoPE on an all-ones head: {rope_dim}/{head_dim} channels rotate")
@@ -181,7 +165,7 @@ def partial_rope_figure(head_dim: int = 128, rope_dim: int = 32, n_positions: in
 
 def _production_spectrum() -> Figure:
     m = ModelConfig()
-    return rope_spectrum_figure(m.rope_theta, m.qk_rope_head_dim, m.gdn_rope_dim, m.max_seq_len)
+    return rope_spectrum_figure(m.rope_theta, m.qk_rope_head_dim, m.max_seq_len)
 
 
 def _production_partial() -> Figure:

@@ -131,11 +131,16 @@ def test_decode_flops():
         decode_flops(c, 0)
 
 
-def test_layer_position_table_follows_the_config():
-    prod = ModelConfig()
+@pytest.mark.parametrize("position, nope_layers", [
+    ("first", [3, 7, 11, 15, 19, 23, 27]),  # the document's list, for its text's layout
+    ("last", [2, 6, 10, 14, 18, 22, 26, 30]),  # the default: MLA last in each group of four
+])
+def test_layer_position_table_follows_the_config(position, nope_layers):
+    prod = replace(ModelConfig(), mla_position=position)
     rows = layer_position_table(prod)
-    assert [r[0] for r in rows if r[1] == "MLA"] == list(prod.mla_positions)
-    assert rows[0][2] == "RoPE on 32 of 128 q/k channels"
-    assert rows[3][2] == "RoPE on 32 of 32 b/c channels"
+    mla = [r[0] for r in rows if r[1] == "MLA"]
+    assert mla == list(prod.mla_positions)
+    assert {r[2] for r in rows if r[1] == "MLA"} == {"RoPE on 32 of 128 q/k channels"}
+    assert {r[2] for r in rows if r[1] == "GDN"} == {"RoPE on 32 of 32 b/c channels"}
     nope = layer_position_table(replace(prod, nope_hybrid_gdn=True))
-    assert [r[0] for r in nope if r[2].startswith("NoPE")] == [3, 7, 11, 15, 19, 23, 27]
+    assert [r[0] for r in nope if r[2].startswith("NoPE")] == nope_layers  # just before MLA

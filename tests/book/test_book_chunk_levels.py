@@ -1,4 +1,4 @@
-"""hymo_book.chunk_levels (book chapter 06, rung 4): the chunk kernel's levels cover every
+"""hymo_book.chunk_levels (book chapter 10, rung 3): the chunk kernel's levels cover every
 pair of a block once, as the kernel masks them, and give the direct weights (the decay matrix of
 hymo_book.kernel_chapter) where the one-factor form overflows; the level-map figure."""
 

@@ -1,8 +1,7 @@
-"""hymo_book.kernel_chapter (book chapter 06): the error checks, the decay matrix of the
+"""hymo_book.kernel_chapter (book chapters 10 and 21): the error checks, the decay matrix of the
 chunked form against the loop, the document's launch and memory arithmetic, and the predicted
 peak memory of the recurrent kernel against the committed H200 measurement."""
 
-import math
 
 import pytest
 import torch
@@ -53,25 +52,6 @@ def test_decay_matrix_rejects_mismatched_shapes():
         kc.decay_matrix(b, c[:, :3], g, A)
     with pytest.raises(ValueError, match="expected b, c"):
         kc.decay_matrix(b, c, g[:5], A)
-
-
-@pytest.mark.parametrize("T, chunk", [(32, 8), (30, 8), (16, 16)])
-def test_chunk_matrix_figure_draws_one_box_per_chunk_and_the_boundaries(T, chunk):
-    fig = kc.chunk_matrix_figure(T=T, chunk=chunk)
-    ax = fig.axes[0]
-    n_chunks = math.ceil(T / chunk)
-    boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
-    assert len(boxes) == n_chunks
-    assert sum(bx.get_width() for bx in boxes) == T  # the diagonal blocks tile the sequence
-    assert len(ax.lines) == 2 * (n_chunks - 1)  # a horizontal and a vertical line per boundary
-    assert f"{n_chunks} chunks" in ax.get_title()
-
-
-def test_chunk_matrix_figure_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="chunk"):
-        kc.chunk_matrix_figure(chunk=0)
-    with pytest.raises(ValueError, match="decay"):
-        kc.chunk_matrix_figure(decay=-1.0)
 
 
 # ---- launch arithmetic -----------------------------------------------------------------

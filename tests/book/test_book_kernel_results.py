@@ -1,4 +1,4 @@
-"""hymo_book.kernel_results, .kernel_plots and .kernel_targets (book chapter 06, section 4):
+"""hymo_book.kernel_results, .kernel_plots and .kernel_targets (book chapter 21, the report):
 runs read into tables and figures that name their run, on synthetic reports; the chunk
 kernel's predicted traffic and peak memory against the committed H200 measurements; its
 targets; the sweep; the run that timed the kernel without the dispatcher's checks."""
@@ -174,13 +174,18 @@ def test_benchmark_figure_gives_every_backend_its_own_bars(tmp_path):
 
 def test_sweep_figure_draws_the_finished_lengths_in_distinct_styles():
     fig = kp.sweep_figure(_sweep_report())
-    ax = fig.axes[0]
-    naive_fwd = ax.lines[0]
-    assert list(naive_fwd.get_xdata()) == [1024, 2048]  # the cut-off run: two lengths drawn
-    looks = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in ax.lines]
-    assert len(set(looks)) == len(looks) == 7  # naive forward only; three backends twice
-    assert_series_distinct(fig)  # the legend: one marker per backend, one line per metric
-    assert_integer_ticks(ax.xaxis)
+    forward, both = fig.axes
+    assert list(forward.lines[0].get_xdata()) == [1024, 2048]  # the cut-off run: two lengths
+    assert len(forward.lines) == 4 and len(both.lines) == 3  # naive: forward only
+    for ax in (forward, both):
+        looks = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in ax.lines]
+        assert len({look[1:] for look in looks}) == len(looks)  # apart without colour
+        assert_integer_ticks(ax.xaxis)
+    assert_series_distinct(fig)
+    for name in ("recurrent_triton", "chunk_triton"):  # the same look in both panels
+        look = [(ln.get_marker(), ln.get_linestyle()) for ax in fig.axes for ln in ax.lines
+                if ln.get_label() == backend_style(name).label]
+        assert len(look) == 2 and look[0] == look[1]
 
 
 def test_sweep_table_reads_a_synthetic_sweep():

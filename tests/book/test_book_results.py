@@ -159,7 +159,6 @@ def _chapter_only_figures():
     return {"speedup (06)": kernel_plots.speedup_figure,
             "memory (06)": kernel_chapter.memory_figure,
             "levels (06)": chunk_levels.level_map_figure,
-            "chunk matrix (06)": kernel_chapter.chunk_matrix_figure,
             "split (15)": lambda: optim_plots.split_figure(optimizer_groups(build_hymo(mini)))}
 
 

@@ -31,6 +31,7 @@ def test_no_unchecked_number_in_markdown(stem):
     ("It is 3:1, and `dim = 896` in code.", []),
     ("the half-life is 1.4 steps", ["1.4"]),
     ("Yang et al. (2025), arXiv 2510.05491", []),
+    ("g lies in (0, 1), and D starts at 1, then 12,345, grows", ["12,345"]),
 ])
 def test_the_scanner(text, expected):
     assert unchecked_numbers(text) == expected

@@ -1,4 +1,4 @@
-"""A claim, its verdict and the table of checked claims (the audit of book chapter 17).
+"""A claim, its verdict and the table of checked claims (the audit of book chapter 20).
 
 A :class:`Claim` records what the document states (section, a short paraphrase, the value
 it gives) and a function that computes the same quantity from the package: the config
@@ -14,7 +14,12 @@ Verdicts, decided by comparing the two values (never typed by hand):
 * ``approximately right`` — within ``approx`` (default 10%);
 * ``wrong`` — further off, or a different structure;
 * ``contradiction`` — the document states something else elsewhere (``versus``); the
-  computed value is the reading hymo_mini chose, and the note says why.
+  computed value is the reading hymo_mini chose, and the note says why;
+* ``not specified`` — the document describes something but gives no value or rule to
+  check (``documented`` is None); the computed value is what hymo_mini does instead.
+
+A note is a string or a function returning one, so that a note that states computed
+numbers computes them (from the same functions as the claim) instead of typing them.
 
 Values are numbers in base units (parameters, FLOPs, bytes, seconds) or short strings for
 structural claims; ``unit`` only sets how they are printed.
@@ -28,9 +33,10 @@ from typing import Any
 
 from hymo_mini.tables import TextTable
 
-__all__ = ["VERDICTS", "Claim", "ClaimResult", "ClaimsTable", "check", "verdict"]
+__all__ = ["VERDICTS", "TOL", "APPROX", "Claim", "ClaimResult", "ClaimsTable", "check", "verdict"]
 
-VERDICTS = ("correct", "approximately right", "wrong", "contradiction")
+VERDICTS = ("correct", "approximately right", "wrong", "contradiction", "not specified")
+TOL, APPROX = 0.005, 0.10  # the default relative tolerances of "correct" and "approximately"
 
 _UNITS = {  # display unit -> size of one unit in base units
     "": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
@@ -44,12 +50,12 @@ class Claim:
     id: str
     section: str
     statement: str  # the document's claim, paraphrased
-    documented: Any  # number in base units, or a short string
+    documented: Any  # number in base units, a short string, or None (not specified)
     compute: Callable[[], Any]  # hymo_mini's value, from the package
     unit: str = ""
-    note: str = ""
-    tol: float = 0.005
-    approx: float = 0.10
+    note: str | Callable[[], str] = ""  # a function when the note states computed numbers
+    tol: float = TOL
+    approx: float = APPROX
     versus: str | None = None  # what the document says elsewhere, if it contradicts itself
 
     def __post_init__(self) -> None:
@@ -63,6 +69,7 @@ class ClaimResult:
     claim: Claim
     computed: Any
     verdict: str
+    note: str = ""  # the claim's note, computed when it is a function
 
     @property
     def documented_text(self) -> str:
@@ -78,6 +85,8 @@ def verdict(claim: Claim, computed: Any) -> str:
     if claim.versus is not None:
         return "contradiction"
     doc = claim.documented
+    if doc is None:
+        return "not specified"
     if isinstance(doc, str) or isinstance(computed, str):
         return "correct" if str(doc) == str(computed) else "wrong"
     if computed == doc:
@@ -91,6 +100,8 @@ def verdict(claim: Claim, computed: Any) -> str:
 
 
 def _format(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -152,15 +163,15 @@ class ClaimsTable:
             row = (r.claim.id, r.claim.section, r.claim.statement, r.documented_text,
                    r.computed_text, r.verdict)
             if notes:
-                row += (r.claim.note + (f" (elsewhere: {r.claim.versus})" if r.claim.versus
-                                        else ""),)
+                row += (r.note + (f" (elsewhere: {r.claim.versus})" if r.claim.versus
+                                  else ""),)
             rows.append(row)
         header = self._header + (("note",) if notes else ())
         return TextTable(header, rows, title=self._summary(),
                          align="lllrrl" + ("l" if notes else ""))
 
     def __str__(self) -> str:
-        notes = [f"{r.claim.id}: {r.claim.note}" for r in self.results if r.claim.note]
+        notes = [f"{r.claim.id}: {r.note}" for r in self.results if r.note]
         return "\n".join([str(self._table(notes=False)), "", "Notes", *notes])
 
     def __repr__(self) -> str:
@@ -172,4 +183,5 @@ class ClaimsTable:
 
 def check(claim: Claim) -> ClaimResult:
     computed = claim.compute()
-    return ClaimResult(claim, computed, verdict(claim, computed))
+    note = claim.note() if callable(claim.note) else claim.note
+    return ClaimResult(claim, computed, verdict(claim, computed), note)

@@ -179,8 +179,10 @@ def train_flops_per_token() -> float:
 
 
 def launches_per_layer() -> int:
-    # one update and one read per step; the loop is vectorised over batch and heads
-    return 2 * preset().training.seq_len
+    """Kernel launches of the naive loop over one layer's sequence: the launches of one
+    step (counted, :func:`loop_launches_per_step`) times the preset's T. The loop is
+    vectorised over batch and heads, so neither multiplies the count."""
+    return loop_launches_per_step() * preset().training.seq_len
 
 
 LAUNCH_S = 10e-6  # the document's 10 µs per kernel launch
@@ -192,3 +194,44 @@ def layout(positions: tuple[int, ...]) -> str:
     if len(p) > 3 and len({b - a for a, b in zip(p, p[1:], strict=False)}) == 1:
         return f"{p[0]}, {p[1]}, ..., {p[-1]}"
     return ", ".join(map(str, p))
+
+
+def crossing(ratio, target: float, lo: int = 1, hi: int = 1 << 24) -> int:
+    """The smallest sequence length T in [lo, hi] at which ``ratio(T)`` reaches ``target``
+    (``ratio`` monotonic in T; bisection on integers). Raises if it never does."""
+    rising = ratio(hi) >= ratio(lo)
+
+    def reached(T):
+        return ratio(T) >= target if rising else ratio(T) <= target
+
+    if not reached(hi):
+        raise ValueError(f"the ratio does not reach {target} for T up to {hi:,}")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reached(mid) else (mid + 1, hi)
+    return lo
+
+
+def stack_flops(T: int, **changes) -> float:
+    """Forward FLOPs per token of the 32 layers (mixers and MoE; the head, the same in
+    every layout, and the training-only MTP left out) of the preset, with ``changes``
+    (``mla_every=1``: all MLA)."""
+    from hymo_mini.config import replace
+    from hymo_mini.flops import forward_flops
+
+    f = forward_flops(replace(cfg(), **changes) if changes else cfg(), T, include_mtp=False)
+    return f["total"] - f["output head (logits)"]
+
+
+def hybrid_share(T: int) -> float:
+    """The 3:1 hybrid's stack FLOPs over an all-MLA stack's (each MLA layer with its MoE)."""
+    return stack_flops(T) / stack_flops(T, mla_every=1)
+
+
+def loop_launches_per_step() -> int:
+    """Kernels the naive loop launches per time step, counted by PyTorch's dispatcher on the
+    loop itself (:func:`hymo_book.kernel_chapter.launches_per_step`, which the kernel
+    report shows): the one number of launches per step the book uses."""
+    from hymo_book.kernel_chapter import launches_per_step
+
+    return sum(launches_per_step().values())

@@ -1,0 +1,151 @@
+"""Exercises of chapter 09 (a GPU primer): the floor of an operation from its bytes and
+FLOPs, TF32 rounding of a float32, and the backward of a decay for an autograd.Function."""
+
+from __future__ import annotations
+
+import torch
+
+from hymo_book.exercises import Case, Exercise, compare_tensors
+from hymo_book.kernel_primer import floors, tf32_round
+
+
+# ---- the floor of an operation ---------------------------------------------------------
+def _floor_oracle(n_bytes, flops, bandwidth_GBps, tflops):
+    return floors(n_bytes, flops, bandwidth_GBps, tflops)["floor_ms"]
+
+
+def _floor_cases():
+    steps = 4 * 4096 * 40  # the GLA forward of chapter 07 at B = 4, T = 4,096, H = 40
+    gen = torch.Generator().manual_seed(9)
+    cases = [Case("the gla forward (memory-bound)", (steps * 129 * 4, steps * 5152, 4250.0, 67.0)),
+             Case("a 4096 matmul in TF32 (compute-bound)", (3 * 4096**2 * 4, 2 * 4096**3, 4250.0,
+                                                            494.5)),
+             Case("a copy: no FLOPs", (1e9, 0.0, 4000.0, 67.0)),
+             Case("no bytes at all", (0.0, 1e12, 4000.0, 67.0)),
+             Case("exactly at the ridge", (1e9, 2e10, 1000.0, 20.0)),
+             Case("one byte and one FLOP", (1.0, 1.0, 1.0, 1.0))]
+    for i in range(4):
+        n, f = (10 ** (torch.rand(2, generator=gen) * 6 + 6)).tolist()
+        bw, rate = (torch.rand(2, generator=gen) * 1000 + 100).tolist()
+        cases.append(Case(f"random {i}", (n, f, bw, rate)))
+    return cases
+
+
+def _floor_compare(got, expected, case):
+    return compare_tensors(got, torch.tensor(expected, dtype=torch.float64), case, rtol=1e-9,
+                           atol=0.0)
+
+
+# ---- TF32 rounding ---------------------------------------------------------------------
+def _from_bits(*patterns: int) -> torch.Tensor:
+    """float32 values with the given bit patterns (as unsigned 32-bit integers)."""
+    signed = [p - (1 << 32) if p >= 1 << 31 else p for p in patterns]
+    return torch.tensor(signed, dtype=torch.int32).view(torch.float32)
+
+
+def _tf32_cases():
+    gen = torch.Generator().manual_seed(10)
+    return [
+        Case("random normal values", (torch.randn(64, generator=gen),)),
+        Case("values spread over magnitudes", (torch.randn(32, generator=gen)
+                                               * 10 ** torch.randint(-30, 30, (32,),
+                                                                     generator=gen).float(),)),
+        Case("already TF32", (torch.tensor([1.0, -2.5, 0.0, 1024.0, 0.75]),)),
+        Case("a tie, kept bit even: rounds down", (_from_bits(0x3F801000, 0xBF805000),)),
+        Case("a tie, kept bit odd: rounds up", (_from_bits(0x3F803000, 0xBF807000),)),
+        Case("just above and below a tie", (_from_bits(0x3F801001, 0x3F800FFF),)),
+        Case("rounding up carries into the exponent", (_from_bits(0x3FFFF000, 0x3FFFFFFF),)),
+        Case("the largest float32 rounds to infinity", (_from_bits(0x7F7FFFFF, 0xFF7FFFFF),)),
+        Case("zeros, infinities and a subnormal",
+             (torch.cat([torch.tensor([0.0, -0.0, float("inf"), -float("inf")]),
+                         _from_bits(0x00001FFF)]),)),
+        Case("a (4, 8) matrix", (torch.randn(4, 8, generator=gen),)),
+    ]
+
+
+def _exact(got, expected, case):
+    return compare_tensors(got, expected, case, rtol=0.0, atol=0.0)
+
+
+def _truncate(x):
+    return (x.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+def _ties_away(x):
+    return ((x.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+# ---- the backward of a decay -----------------------------------------------------------
+def _decay_backward_oracle(g, a, h, dy):
+    """Autograd through y = exp(g a) ⊙ h, in float64."""
+    leaves = [t.detach().double().requires_grad_() for t in (g, a, h)]
+    y = torch.exp(leaves[0][:, None] * leaves[1][None, :]) * leaves[2]
+    return tuple(torch.autograd.grad(y, leaves, dy.double()))
+
+
+def _decay_cases():
+    gen = torch.Generator().manual_seed(11)
+
+    def inputs(N, S, scale=1.0, g=None, a=None, dy=None):
+        g = torch.rand(N, generator=gen, dtype=torch.float64) if g is None else g
+        a = -scale * torch.rand(S, generator=gen, dtype=torch.float64) if a is None else a
+        h = torch.randn(N, S, generator=gen, dtype=torch.float64)
+        dy = torch.randn(N, S, generator=gen, dtype=torch.float64) if dy is None else dy
+        return (g, a, h, dy)
+
+    return [Case("random (5, 3)", inputs(5, 3)),
+            Case("random (2, 7)", inputs(2, 7)),
+            Case("one row", inputs(1, 4)),
+            Case("one state dimension", inputs(6, 1)),
+            Case("no gate: g = 0", inputs(3, 4, g=torch.zeros(3, dtype=torch.float64))),
+            Case("no rate: a = 0", inputs(3, 4, a=torch.zeros(4, dtype=torch.float64))),
+            Case("strong decay: a = -40", inputs(4, 3, scale=40.0)),
+            Case("zero incoming gradient", inputs(3, 2, dy=torch.zeros(3, 2,
+                                                                      dtype=torch.float64)))]
+
+
+def _decay_compare(got, expected, case):
+    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-12)
+
+
+def _forgets_the_sum_over_rows(g, a, h, dy):
+    dlog = torch.exp(g[:, None] * a[None, :]) * h * dy  # (N, S)
+    return (dlog * a).sum(-1), dlog * g[:, None], torch.exp(g[:, None] * a[None, :]) * dy
+
+
+def _forgets_the_rate(g, a, h, dy):
+    alpha = torch.exp(g[:, None] * a[None, :])
+    dlog = alpha * h * dy
+    return dlog.sum(-1), (dlog * g[:, None]).sum(0), alpha * dy
+
+
+def _passes_dy_through(g, a, h, dy):
+    dlog = torch.exp(g[:, None] * a[None, :]) * h * dy
+    return (dlog * a).sum(-1), (dlog * g[:, None]).sum(0), dy
+
+
+EXERCISES = [
+    Exercise(
+        name="roofline_floor_ms", chapter="09_gpu_primer", cases=_floor_cases,
+        oracle=_floor_oracle, compare=_floor_compare,
+        wrong=[(lambda n, f, bw, r: n / (bw * 1e9) * 1e3 + f / (r * 1e12) * 1e3,
+                "case the gla forward (memory-bound): output differs"),  # the sum of both
+               (lambda n, f, bw, r: min(n / (bw * 1e9), f / (r * 1e12)) * 1e3,
+                "case the gla forward (memory-bound): output differs"),
+               (lambda n, f, bw, r: max(n / (bw * 1e9), f / (r * 1e12)),
+                "case the gla forward (memory-bound): output differs")],  # seconds
+    ),
+    Exercise(
+        name="tf32_round", chapter="09_gpu_primer", cases=_tf32_cases, oracle=tf32_round,
+        compare=_exact,
+        wrong=[(_truncate, "case random normal values: output differs"),
+               (_ties_away, "case a tie, kept bit even: rounds down: output differs")],
+    ),
+    Exercise(
+        name="decay_backward", chapter="09_gpu_primer", cases=_decay_cases,
+        oracle=_decay_backward_oracle, compare=_decay_compare,
+        wrong=[(_forgets_the_sum_over_rows, "case random (5, 3): output 1 has shape (5, 3)"),
+               (_forgets_the_rate, "case random (5, 3): output 0 differs"),
+               (_passes_dy_through, "case random (5, 3): output 2 differs")],
+    ),
+]

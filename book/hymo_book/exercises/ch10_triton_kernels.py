@@ -1,0 +1,127 @@
+"""Exercises of chapter 10 (the Triton kernels): a kernel's pointer arithmetic for one block
+(the flat offsets the chunk kernels' ``_rows`` helper loads), and the backward of one step of
+the recurrence, as the recurrent kernel's ``_bwd_step`` computes it."""
+
+from __future__ import annotations
+
+import torch
+
+from hymo_book.exercises import Case, Exercise, compare_tensors
+
+
+# ---- the pointer arithmetic of one block -----------------------------------------------
+def _row_offsets_oracle(i_b, i_h, t, T, H, W):
+    """The flat index of element (i_b, t, i_h, w) of a contiguous (B, T, H, W) tensor, read
+    from the tensor of indices itself: (len(t), W) int64."""
+    index = torch.arange((i_b + 1) * T * H * W).reshape(i_b + 1, T, H, W)
+    return index[i_b, t, i_h]  # (len(t), W)
+
+
+def _row_offsets_cases():
+    return [
+        Case("the first block of the first (b, h)", (0, 0, torch.arange(16), 64, 4, 8)),
+        Case("the second block of (b, h) = (1, 2)", (1, 2, torch.arange(16, 32), 40, 3, 5)),
+        Case("the last head of the last sequence", (3, 39, torch.arange(4064, 4096), 4096, 40, 32)),
+        Case("one step (T = 1)", (2, 1, torch.tensor([0]), 1, 3, 4)),
+        Case("one head (H = 1)", (1, 0, torch.arange(8), 8, 1, 6)),
+        Case("one column (W = 1)", (0, 3, torch.arange(5), 9, 4, 1)),
+        Case("steps out of order", (1, 1, torch.tensor([7, 2, 5]), 8, 2, 3)),
+    ]
+
+
+def _exact_offsets(got, expected, case):
+    if isinstance(got, torch.Tensor) and got.is_floating_point():
+        return f"case {case.name}: offsets should be integers, got {got.dtype}"
+    return compare_tensors(got, expected, case, rtol=0.0, atol=0.0, what="offset tensor")
+
+
+def _forgets_the_heads(i_b, i_h, t, T, H, W):
+    return (i_b * T + t)[:, None] * W + i_h + torch.arange(W)[None, :]
+
+
+def _heads_before_time(i_b, i_h, t, T, H, W):  # a (B, H, T, W) layout
+    return ((i_b * H + i_h) * T + t)[:, None] * W + torch.arange(W)[None, :]
+
+
+def _rows_only(i_b, i_h, t, T, H, W):
+    return ((i_b * T + t) * H + i_h) * W
+
+
+# ---- the backward of one recurrent step ------------------------------------------------
+def _step_backward_oracle(h_prev, b, c, v, g, A, do, dh_next):
+    """Autograd through H = exp(g A) ⊙ h_prev + b ⊗ v, o = c^T H, in float64, for the loss
+    whose gradients are do (by o) and dh_next (by H, from the later steps)."""
+    leaves = [t.detach().double().requires_grad_() for t in (h_prev, b, c, v)]
+    h_prev_, b_, c_, v_ = leaves
+    H = torch.exp(g.double() * A.double())[:, None] * h_prev_ + torch.outer(b_, v_)  # (S, D)
+    o = c_ @ H  # (D,)
+    loss = (o * do.double()).sum() + (H * dh_next.double()).sum()
+    return tuple(torch.autograd.grad(loss, leaves))
+
+
+def _step_cases():
+    gen = torch.Generator().manual_seed(10)
+
+    def inputs(S, D, g=None, rate=1.0, do=True, dh=True):
+        def randn(*shape):
+            return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+        g = torch.rand((), generator=gen, dtype=torch.float64) if g is None else torch.tensor(g)
+        A = -rate * torch.rand(S, generator=gen, dtype=torch.float64)
+        return (randn(S, D), randn(S) / S**0.5, randn(S) / S**0.5, randn(D), g.double(), A,
+                randn(D) if do else torch.zeros(D, dtype=torch.float64),
+                randn(S, D) if dh else torch.zeros(S, D, dtype=torch.float64))
+
+    return [Case("random S = 4, D = 3", inputs(4, 3)),
+            Case("S = D = 8", inputs(8, 8)),
+            Case("S = 1", inputs(1, 5)),
+            Case("D = 1", inputs(6, 1)),
+            Case("the last step: no gradient from later steps", inputs(3, 4, dh=False)),
+            Case("no gradient through the output", inputs(3, 4, do=False)),
+            Case("no decay: g = 0", inputs(5, 2, g=0.0)),
+            Case("strong decay: A down to -40", inputs(4, 4, rate=40.0))]
+
+
+def _step_compare(got, expected, case):
+    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-12)
+
+
+def _forgets_later_steps(h_prev, b, c, v, g, A, do, dh_next):
+    alpha = torch.exp(g * A)  # (S,)
+    dH = torch.outer(c, do)  # only through o_t
+    H = alpha[:, None] * h_prev + torch.outer(b, v)
+    return alpha[:, None] * dH, dH @ v, H @ do, dH.T @ b
+
+
+def _reads_the_old_state(h_prev, b, c, v, g, A, do, dh_next):
+    alpha = torch.exp(g * A)
+    dH = dh_next + torch.outer(c, do)
+    return alpha[:, None] * dH, dH @ v, h_prev @ do, dH.T @ b  # dc from H_{t-1}
+
+
+def _forgets_the_decay(h_prev, b, c, v, g, A, do, dh_next):
+    alpha = torch.exp(g * A)
+    dH = dh_next + torch.outer(c, do)
+    H = alpha[:, None] * h_prev + torch.outer(b, v)
+    return dH, dH @ v, H @ do, dH.T @ b  # dh_prev without alpha
+
+
+EXERCISES = [
+    Exercise(
+        name="row_offsets", chapter="10_triton_kernels", cases=_row_offsets_cases,
+        oracle=_row_offsets_oracle, compare=_exact_offsets,
+        wrong=[(_forgets_the_heads, "case the first block of the first (b, h): offset tensor "
+                                    "differs at position (1, 0)"),
+               (_heads_before_time, "case the first block of the first (b, h): offset tensor "
+                                    "differs at position (1, 0)"),
+               (_rows_only, "case the first block of the first (b, h): offset tensor has shape "
+                            "(16,)")],
+    ),
+    Exercise(
+        name="recurrent_step_backward", chapter="10_triton_kernels", cases=_step_cases,
+        oracle=_step_backward_oracle, compare=_step_compare,
+        wrong=[(_forgets_later_steps, "case random S = 4, D = 3: output 0 differs"),
+               (_reads_the_old_state, "case random S = 4, D = 3: output 2 differs"),
+               (_forgets_the_decay, "case random S = 4, D = 3: output 0 differs")],
+    ),
+]

@@ -1,0 +1,176 @@
+"""Chapter 21, the kernel report: the launch arithmetic against the measured loop, and every
+target set for the package's chunked kernels with its verdict (the runs' own tables are in
+:mod:`hymo_book.kernel_runs`), read from ``book/results``.
+
+:func:`launch_arithmetic` is **the one place the book computes the eager loop's launches and
+the kernel's speed-up over it**: section 6.1's count, the count PyTorch's dispatcher makes of
+the package's loop, and the times measured in one run. Chapter 20 (the claims) and chapter
+21 both read it. The tables name their runs; nothing here measures time. Checked by
+``tests/book/test_book_kernel_report.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hymo_book.kernel_chapter import document_launches, launches_per_step
+from hymo_book.kernel_runs import GATED_DELTA_RUN
+from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_mini.tables import TextTable
+
+__all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
+           "DELTA_TARGETS", "targets_summary"]
+
+LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
+RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
+
+
+# --------------------------------------------------------------------------------------
+# The eager loop's launches and the kernel's speed-up
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LaunchArithmetic:
+    """Section 6.1's launch arithmetic, the launches the package's loop really makes, and
+    the times measured in one run at the same shape.
+
+    The document counts ``doc_per_step`` launches per step *for every (sequence, head)*:
+    ``doc_loop_launches`` = T · per step · H · B, at ``LAUNCH_US`` each ``doc_loop_s``; its
+    section 6 opening counts one per step (``doc_opening_launches``); the kernel "1 launch
+    per (batch, head)", ``doc_kernel_launches``; the ratio ``doc_ratio`` (it writes
+    "~8,000×"). The loop ``naive_gla`` is vectorised over sequences and heads: each step
+    runs ``per_step`` operators that launch a kernel on a GPU, whatever B and H
+    (``loop_launches`` = T · per step a layer), and the kernel is one launch of a B · H grid.
+    ``speedup_fwd`` is the measured loop's forward over the kernel's own (its autograd
+    Function, no input checks), ``speedup_fwdbwd`` the same for forward + backward and
+    ``speedup_dispatch_fwd`` over the kernel called through the dispatcher."""
+
+    B: int
+    T: int
+    H: int
+    launch_us: float
+    doc_per_step: int
+    doc_loop_launches: int
+    doc_loop_s: float
+    doc_opening_launches: int
+    doc_opening_s: float
+    doc_kernel_launches: int
+    doc_kernel_ms: float
+    doc_ratio: float
+    per_step: dict
+    launches_per_step: int
+    loop_launches: int
+    loop_launch_s: float
+    kernel_launches: int
+    naive_fwd_ms: float
+    naive_fwdbwd_ms: float
+    kernel_fwd_ms: float
+    kernel_fwdbwd_ms: float
+    dispatch_fwd_ms: float
+    caption: str
+
+    @property
+    def speedup_fwd(self) -> float:
+        return self.naive_fwd_ms / self.kernel_fwd_ms
+
+    @property
+    def speedup_fwdbwd(self) -> float:
+        return self.naive_fwdbwd_ms / self.kernel_fwdbwd_ms
+
+    @property
+    def speedup_dispatch_fwd(self) -> float:
+        return self.naive_fwd_ms / self.dispatch_fwd_ms
+
+    @property
+    def us_per_step(self) -> float:
+        """The measured loop's forward, per time step (µs)."""
+        return self.naive_fwd_ms * 1e3 / self.T
+
+    @property
+    def us_per_operator(self) -> float:
+        """The measured loop's forward, per launching operator (µs): launch and Python."""
+        return self.us_per_step / self.launches_per_step
+
+    @property
+    def kernel_us_per_step(self) -> float:
+        return self.kernel_fwd_ms * 1e3 / self.T
+
+    def verdict(self, tolerance: float = 0.1) -> str:
+        """The document's ratio against the measured forward speed-up: "approximately right"
+        within ``tolerance`` (relative), else "wrong"."""
+        off = abs(self.doc_ratio - self.speedup_fwd) / self.speedup_fwd
+        return "approximately right" if off <= tolerance else "wrong"
+
+
+def launch_arithmetic(run: str = RECURRENT_RUN, key: str = "B4_T4096_H40_float32"
+                      ) -> LaunchArithmetic:
+    """The launch arithmetic at the shape ``key`` of ``run``, a run that timed the naive loop
+    (backend "naive"), the recurrent kernel alone ("recurrent_triton_kernel") and through the
+    dispatcher ("recurrent_triton") together, so that every ratio divides times of one run."""
+    report = load_result(run, need=("shapes",))
+    entry = report["shapes"][key]
+    found = entry["results"]
+    missing = {"naive", "recurrent_triton_kernel", "recurrent_triton"} - set(found)
+    if missing:
+        raise KeyError(f"{report['file']} has no {sorted(missing)} at {key}: the launch "
+                       "arithmetic needs the loop and the kernel timed in one run")
+    B, T, H = entry["B"], entry["T"], entry["H"]
+    doc = document_launches(B, T, H, per_step=2, launch_us=LAUNCH_US)
+    opening = document_launches(B, T, H, per_step=1, launch_us=LAUNCH_US)
+    counted = dict(launches_per_step(B=2, H=3))
+    n = sum(counted.values())
+    return LaunchArithmetic(
+        B=B, T=T, H=H, launch_us=LAUNCH_US, doc_per_step=2,
+        doc_loop_launches=doc["loop_launches"], doc_loop_s=doc["loop_s"],
+        doc_opening_launches=opening["loop_launches"], doc_opening_s=opening["loop_s"],
+        doc_kernel_launches=doc["kernel_launches"], doc_kernel_ms=doc["kernel_ms"],
+        doc_ratio=doc["ratio"], per_step=counted, launches_per_step=n, loop_launches=n * T,
+        loop_launch_s=n * T * LAUNCH_US * 1e-6, kernel_launches=1,
+        naive_fwd_ms=found["naive"]["fwd_ms"], naive_fwdbwd_ms=found["naive"]["fwdbwd_ms"],
+        kernel_fwd_ms=found["recurrent_triton_kernel"]["fwd_ms"],
+        kernel_fwdbwd_ms=found["recurrent_triton_kernel"]["fwdbwd_ms"],
+        dispatch_fwd_ms=found["recurrent_triton"]["fwd_ms"], caption=run_caption(report))
+
+
+# --------------------------------------------------------------------------------------
+# Targets met and missed
+# --------------------------------------------------------------------------------------
+# the delta rule kernel's targets (benchmarks/gated_delta.py, against fla's chunk_kda in one
+# run): forward + backward at most 0.8 of the peer's, peak memory at most the peer's,
+# forward at most 4 times the copy floor of its minimum bytes
+DELTA_TARGETS = {"fwdbwd_over_kda": 0.8, "peak_over_kda": 1.0, "fwd_over_floor": 4.0}
+
+
+def targets_summary(delta_run: str = GATED_DELTA_RUN) -> CaptionedTable:
+    """Every target set for the package's chunked kernels, with the limit, the worst value
+    measured and the verdict: the gla kernel's three (hymo_book.kernel_targets, scored on
+    the benchmark of record, and its forward alone on the kernel-only run) and the delta
+    rule kernel's three (read from ``delta_run``'s fp32 shape, default products)."""
+    from hymo_book.kernel_targets import TARGETS, chunk_targets, kernel_only
+
+    gla = chunk_targets()
+    alone = kernel_only().rows[0]
+    alone_ratio = alone["results"]["chunk_triton_kernel"]["fwd_ms"] / alone["copy_ms"]
+    names = {"fwdbwd_vs_peer": "gla: forward + backward / fla chunk_gla",
+             "peak_vs_peer": "gla: peak memory / fla chunk_gla",
+             "fwd_vs_copy": "gla: forward / a copy of its bytes"}
+    rows = [{"target": names[k], "limit": limit, "worst": worst, "met": met,
+             "where": "benchmark of record, every shape (TF32 products)"}
+            for k, (worst, limit, met) in gla.verdicts.items()]
+    rows.append({"target": "gla: forward / a copy of its bytes, the kernel alone",
+                 "limit": TARGETS["fwd_vs_copy"], "worst": alone_ratio,
+                 "met": alone_ratio <= TARGETS["fwd_vs_copy"],
+                 "where": f"kernel-only run, {alone['shape']} {alone['dtype']}"})
+    report = load_result(delta_run, need=("peers",))
+    found = report["peers"]["B4_T4096_H40_float32"]["targets"]["chunk_triton"]
+    for key, label in (("fwdbwd_over_kda", "delta: forward + backward / fla chunk_kda"),
+                       ("peak_over_kda", "delta: peak memory / fla chunk_kda"),
+                       ("fwd_over_floor", "delta: forward / the copy floor")):
+        limit = DELTA_TARGETS[key]
+        rows.append({"target": label, "limit": limit, "worst": found[key],
+                     "met": found[key] <= limit, "where": "B4 T4096 H40 float32 (tf32x3)"})
+    table = TextTable(("target", "limit", "measured", "verdict", "where"),
+                      [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
+                        "met" if r["met"] else "missed", r["where"]) for r in rows],
+                      align="lrrll")
+    caption = "\n".join([gla.caption, kernel_only().caption, run_caption(report)])
+    return CaptionedTable(table, caption, rows)

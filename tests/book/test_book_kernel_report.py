@@ -1,0 +1,114 @@
+"""hymo_book.kernel_report and .kernel_runs (book chapter 21): the launch arithmetic from the
+document's model, the dispatcher's count and one run's times; the tables of the 2026-12-01
+runs; the delta kernel's predicted peak memory against the committed measurement; the targets,
+whose verdicts agree with the ones the benchmark wrote."""
+
+import json
+
+import pytest
+from hymo_book import kernel_report as kr
+from hymo_book import kernel_runs as kn
+from hymo_book import results
+
+
+def _recurrent_report(naive=400.0, kernel=0.8, dispatched=1.2):
+    entry = {"B": 4, "T": 4096, "H": 40, "S": 32, "D": 32, "dtype": "float32",
+             "results": {"naive": {"fwd_ms": naive, "fwdbwd_ms": 5 * naive},
+                         "recurrent_triton_kernel": {"fwd_ms": kernel, "fwdbwd_ms": 4 * kernel},
+                         "recurrent_triton": {"fwd_ms": dispatched, "fwdbwd_ms": 5.0}}}
+    return {"environment": {"gpu": "Test GPU", "date": "2026-01-01", "command": "cmd"},
+            "shapes": {"B4_T4096_H40_float32": entry}}
+
+
+def test_launch_arithmetic_reproduces_the_document_and_counts_the_loop(tmp_path):
+    path = tmp_path / "gdn_test.json"
+    path.write_text(json.dumps(_recurrent_report()))
+    la = kr.launch_arithmetic(str(path))
+    assert la.doc_loop_launches == 4096 * 2 * 40 * 4 == 1_310_720
+    assert la.doc_opening_launches == 655_360 and la.doc_kernel_launches == 160
+    assert la.doc_ratio == 8192 and la.doc_loop_s == pytest.approx(13.1072)
+    # the loop is vectorised over sequences and heads: its count does not multiply by B·H
+    assert la.loop_launches == la.launches_per_step * 4096
+    assert la.launches_per_step == sum(la.per_step.values()) >= 4 and la.kernel_launches == 1
+    assert la.loop_launch_s == pytest.approx(la.loop_launches * 10e-6)
+    assert la.speedup_fwd == pytest.approx(500.0) and la.speedup_fwdbwd == pytest.approx(625.0)
+    assert la.speedup_dispatch_fwd == pytest.approx(400 / 1.2)
+    assert la.us_per_operator == pytest.approx(400e3 / 4096 / la.launches_per_step)
+    assert la.verdict() == "wrong" and "Test GPU" in la.caption
+
+
+def test_launch_arithmetic_calls_a_ratio_near_the_document_approximately_right(tmp_path):
+    path = tmp_path / "gdn_test.json"
+    path.write_text(json.dumps(_recurrent_report(naive=8000.0, kernel=1.0)))
+    assert kr.launch_arithmetic(str(path)).verdict() == "approximately right"  # 8,192 vs 8,000
+
+
+def test_launch_arithmetic_needs_the_loop_and_the_kernel_in_one_run(tmp_path):
+    report = _recurrent_report()
+    del report["shapes"]["B4_T4096_H40_float32"]["results"]["naive"]
+    path = tmp_path / "gdn_test.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(KeyError, match="naive"):
+        kr.launch_arithmetic(str(path))
+
+
+def test_the_committed_launch_arithmetic():
+    la = kr.launch_arithmetic()  # the recurrent run of record
+    assert la.B == 4 and la.T == 4096 and la.H == 40
+    assert 100 < la.speedup_fwd < la.doc_ratio / 4  # far from the document's ratio
+
+
+def test_precision_and_dispatch_tables_read_the_run():
+    precision = kn.precision_table()
+    for row in precision.rows:
+        assert row["fwd_ratio"] > 1 and row["fwdbwd_ratio"] > 1  # three products cost more
+        assert row["error_x3"] < 1e-5 < row["error_tf32"] < 1e-2
+    assert {r["rule"] for r in precision.rows} == {"gla", "delta"}
+    dispatch = kn.dispatch_table()
+    assert len(dispatch.rows) == 4  # two rules x two dtypes
+    for row in dispatch.rows:  # the check costs a host sync; without it nothing measurable
+        assert row["checked_extra_fwd_ms"] > 5 * abs(row["no_check_extra_fwd_ms"])
+    assert "gated_delta_h200_2026-12-01.json" in precision.caption
+
+
+def test_delta_peers_take_bf16_from_the_later_run_and_mark_refused_backwards():
+    peers = kn.delta_peers_table()
+    files = {(r["dtype"], r["backend"]): r["file"] for r in peers.rows}
+    assert files[("bfloat16", "chunk_triton")] == kn.GATED_DELTA_BF16_RUN
+    assert files[("float32", "fla_chunk_kda")] == kn.GATED_DELTA_RUN
+    rows = {(r["dtype"], r["backend"]): r for r in peers.rows}
+    assert rows[("float32", "fla_chunk_kda")]["vs_kda"] == pytest.approx(1.0)
+    assert rows[("float32", "fla_chunk_gdr")]["vs_kda"] is None  # its backward raised
+    assert "raised" in str(peers.table)
+
+
+@pytest.mark.parametrize("dtype, itemsize", [("float32", 4), ("bfloat16", 2)])
+def test_delta_peak_prediction_matches_the_committed_measurement(dtype, itemsize):
+    name = kn.GATED_DELTA_RUN if dtype == "float32" else kn.GATED_DELTA_BF16_RUN
+    entry = results.load_result(name)["peers"][f"B4_T4096_H40_{dtype}"]
+    predicted = kn.delta_peak_bytes(entry["B"], entry["T"], entry["H"], entry["S"], entry["D"],
+                                    itemsize=itemsize)
+    measured = entry["results"]["chunk_triton"]["peak_mib"]
+    assert predicted["total"] / 2**20 == pytest.approx(measured, rel=1e-3)
+    assert predicted["total"] == sum(v for k, v in predicted.items() if k != "total")
+
+
+def test_moe_and_sweep_tables():
+    moe = kn.moe_dispatch_table()
+    rows = {r["impl"]: r for r in moe.rows}
+    assert rows["loop"]["speedup_train_fwd_bwd_s"] == 1.0
+    assert rows["grouped"]["no_host_sync"] is True
+    sweep = kn.config_sweep_table()
+    assert [r["block"] for r in sweep.rows] == [16, 32, 64]
+    assert "gdn_chunk_profile.py" in sweep.caption
+
+
+def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
+    summary = kr.targets_summary()
+    assert len(summary.rows) == 7 and all(r["met"] == (r["worst"] <= r["limit"])
+                                          for r in summary.rows)
+    written = results.load_result(kn.GATED_DELTA_RUN)["peers"]["B4_T4096_H40_float32"]
+    written = written["targets"]["chunk_triton"]
+    delta = {r["target"]: r["met"] for r in summary.rows if r["target"].startswith("delta")}
+    assert list(delta.values()) == [written["fwdbwd_within_0.8x_kda"],
+                                    written["peak_within_kda"], written["fwd_within_4x_floor"]]
