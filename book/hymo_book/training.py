@@ -1,17 +1,49 @@
-"""Chapter 15's committed training run (``book/results/train_cpu.json``) as a figure.
+"""Chapter 17's measured runs: the committed CPU training run, and the whole training step of
+hymo_750m on one GPU (``book/results/train_step_h200_2026-12-01.json``).
 
-The plot is the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this module
-feeds it the committed run of ``benchmarks/train_throughput.py``.
+The plots of a run are the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this
+module feeds them the committed runs, and turns the GPU report of
+``benchmarks/train_step.py`` into the chapter's tables and its per-component figure. Every
+table carries the run's caption (file, hardware, versions, date, command); nothing here
+measures. A case of that report is named ``<kind>_b<B>t<T>``: ``hybrid_fast``,
+``hybrid_reference``, ``llama_sdpa``, ``gdn_fast``, ``mla_fast``, ``hybrid_fast_muon``,
+``hybrid_fast_eager_gdn``.
 """
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from hymo_book.results import load_result
+from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_mini.config import ModelConfig, load_config, replace
+from hymo_mini.flops import forward_flops
+from hymo_mini.tables import TextTable
 from hymo_mini.viz.train_plots import loss_curve
 
-__all__ = ["train_curve_figure", "FIGURES"]
+__all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
+           "case_config", "model_flops_per_token", "train_step_table", "targets_table",
+           "cost_model_table", "step_profile_figure", "COMPONENTS", "FIGURES"]
+
+TRAIN_STEP = "train_step_h200_2026-12-01.json"
+
+# case kind -> what the table calls it
+KINDS = {
+    "hybrid_fast": "hybrid 3:1, fast path",
+    "hybrid_reference": "hybrid 3:1, reference path",
+    "hybrid_fast_eager_gdn": "hybrid 3:1, fast path but eager GDN block",
+    "hybrid_fast_muon": "hybrid 3:1, fast path, Muon split",
+    "llama_sdpa": "HF Llama (SDPA), the peer",
+    "gdn_fast": "all-GDN stack, fast path",
+    "mla_fast": "all-MLA stack, fast path",
+}
+
+# the profile's components (benchmarks/step_profile.py labels), as the figure names them
+COMPONENTS = {"gdn_other": "rest of the GDN blocks", "gdn_recurrence": "GDN recurrence",
+              "loss": "head and losses", "moe": "MoE", "mla_attention": "MLA attention",
+              "optimizer": "optimizer step", "forward": "other forward ops",
+              "mtp": "MTP blocks", "embedding": "embedding"}
+# the two paths of the profile figure: one colour and one hatch each (grey-scale too)
+_PATH_LOOKS = {"reference": ("#7f7f7f", "//"), "fast": ("#1f77b4", "")}
 
 
 def train_curve_figure(name: str = "train_cpu.json") -> Figure:
@@ -19,6 +51,141 @@ def train_curve_figure(name: str = "train_cpu.json") -> Figure:
     r = load_result(name, need=("history",))
     return loss_curve(r["history"], title=f"hymo_mini on the standard library "
                       f"({r['steps']} steps, CPU)")
+
+
+def load_train_step(name: str = TRAIN_STEP) -> dict:
+    """The committed whole-step benchmark of ``benchmarks/train_step.py``."""
+    return load_result(name, need=("cases", "ratios"))
+
+
+def case(report: dict, kind: str, B: int = 4, T: int = 4096) -> dict:
+    """One case of the report, by kind and shape; a missing one names those present."""
+    name = f"{kind}_b{B}t{T}"
+    if name not in report["cases"]:
+        raise KeyError(f"{report.get('file', 'the report')} has no case {name!r}; it has "
+                       f"{sorted(report['cases'])}")
+    return report["cases"][name]
+
+
+def case_config(entry: dict, preset: str = "hymo_750m") -> ModelConfig:
+    """The model a hymo case trained: the preset with the case's switches."""
+    if "config" not in entry:
+        raise ValueError("this case is not a hymo model (the peer has no config)")
+    return replace(load_config(preset).model, max_seq_len=entry["T"], **entry["config"])
+
+
+def model_flops_per_token(entry: dict) -> float:
+    """Training FLOPs per token of a hymo case by the cost model: three times the forward
+    (:func:`hymo_mini.flops.forward_flops`, MTP included), as the benchmark counts them."""
+    return 3 * forward_flops(case_config(entry), entry["T"])["total"]
+
+
+def _caption(report: dict) -> str:
+    return run_caption(report, width=96) + f"\n  MFU of a peak of {report['peak_tflops']:g} TFLOP/s"
+
+
+def train_step_table(report: dict, shapes=((4, 4096), (1, 16384)),
+                     kinds=("hybrid_fast", "hybrid_reference", "llama_sdpa", "gdn_fast",
+                            "mla_fast")) -> CaptionedTable:
+    """Tokens per second, MFU, peak memory and GPU busy share of each case."""
+    rows, values = [], []
+    for B, T in shapes:
+        for kind in kinds:
+            c = case(report, kind, B, T)
+            rows.append((KINDS[kind], f"{B} × {T:,}", f"{c['tokens_per_s']:,}",
+                         f"{100 * c['mfu']:.1f}%", f"{c['peak_GiB']:.1f}",
+                         f"{100 * c['busy_share']:.0f}%"))
+            values.append({"kind": kind, "B": B, "T": T, **c})
+    table = TextTable(("model, path", "B × T", "tokens/s", "MFU", "peak GiB", "GPU busy"),
+                      rows, title="one training step of hymo_750m (bf16 autocast, fused AdamW)")
+    return CaptionedTable(table, _caption(report), values)
+
+
+def _target_value(name: str, value) -> str:
+    if value is None:
+        return "not measured"
+    if "MFU" in name or "busy" in name:
+        return f"{100 * value:.1f}%"
+    if "GiB" in name:
+        return f"{value:.1f} GiB"
+    return f"{value:.2f}×"
+
+
+def targets_table(report: dict, key: str = "targets_hybrid_b4t4096") -> CaptionedTable:
+    """The targets the run was aimed at, each with its measured value and verdict."""
+    targets = report[key]
+    rows, values = [], []
+    for name, t in targets.items():
+        verdict = {True: "met", False: "missed", None: "not measured"}[t["met"]]
+        rows.append((name, _target_value(name, t["value"]), verdict))
+        values.append({"target": name, **t})
+    table = TextTable(("target (hybrid, B = 4, T = 4,096)", "measured", "verdict"), rows)
+    return CaptionedTable(table, _caption(report), values)
+
+
+def cost_model_table(report: dict, shapes=((4, 4096), (1, 16384)),
+                     kinds=("hybrid_fast", "gdn_fast", "mla_fast")) -> CaptionedTable:
+    """The cost model beside the measurement: training FLOPs per token (recomputed here,
+    checked against the report's), the tokens/s the peak would allow, the measured tokens/s,
+    and the FLOP rate they imply."""
+    peak = report["peak_tflops"] * 1e12
+    rows, values = [], []
+    for B, T in shapes:
+        for kind in kinds:
+            c = case(report, kind, B, T)
+            flops = model_flops_per_token(c)
+            if abs(flops - c["flops_per_token"]) > 1e-6 * flops:
+                raise ValueError(f"{kind} at B={B}, T={T}: the cost model gives {flops:.4g} "
+                                 f"FLOPs per token, the report {c['flops_per_token']:.4g}")
+            achieved = flops * c["tokens_per_s"]
+            rows.append((KINDS[kind], f"{B} × {T:,}", f"{flops / 1e9:.2f}",
+                         f"{peak / flops:,.0f}", f"{c['tokens_per_s']:,}",
+                         f"{achieved / 1e12:.0f}"))
+            values.append({"kind": kind, "B": B, "T": T, "flops_per_token": flops,
+                           "peak_tokens_per_s": peak / flops, "tokens_per_s": c["tokens_per_s"],
+                           "achieved_flops": achieved})
+    table = TextTable(("model", "B × T", "GFLOP/token", "tokens/s at peak", "measured tokens/s",
+                       "TFLOP/s"), rows,
+                      title="cost model (hymo_mini.flops, 3 × forward) against the measurement")
+    return CaptionedTable(table, _caption(report), values)
+
+
+def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
+                        after: str = "hybrid_fast_b4t4096") -> Figure:
+    """GPU kernel time per step by component, the reference path against the fast path
+    (from each case's profile), largest first."""
+    cases = {"reference": report["cases"][before], "fast": report["cases"][after]}
+    times = {path: c["profile"]["components_ms"] for path, c in cases.items()}
+    names = sorted(set(times["reference"]) | set(times["fast"]),
+                   key=lambda k: -max(times["reference"].get(k, 0), times["fast"].get(k, 0)))
+    names = [n for n in names if max(times["reference"].get(n, 0), times["fast"].get(n, 0)) >= 1]
+    fig = Figure(figsize=(8.5, 0.5 * len(names) + 1.6))
+    ax = fig.subplots()
+    height = 0.38
+    for offset, path in ((-height / 2, "reference"), (height / 2, "fast")):
+        color, hatch = _PATH_LOOKS[path]
+        c = cases[path]
+        total = c["profile"]["kernel_ms_per_step"]
+        ax.barh([i + offset for i in range(len(names))], [times[path].get(n, 0) for n in names],
+                height=height, color=color, hatch=hatch or None, edgecolor="black",
+                linewidth=0.4, label=f"{path} path: {total:.0f} ms of kernels per step, "
+                                     f"GPU busy {100 * c['busy_share']:.0f}%")
+    for i, n in enumerate(names):
+        for offset, path in ((-height / 2, "reference"), (height / 2, "fast")):
+            ms = times[path].get(n, 0)
+            ax.text(ms, i + offset, f" {ms:.0f}", va="center", fontsize=8)
+    ax.set_yticks(range(len(names)), [COMPONENTS.get(n, n) for n in names], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("GPU kernel time per training step (ms)")
+    ax.set_xlim(right=1.12 * max(max(t.values()) for t in times.values()))
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    shape = cases["fast"]
+    ax.set_title(f"Where a step's GPU time goes: hymo_750m, B = {shape['B']}, T = {shape['T']:,}",
+                 fontsize=10)
+    fig.text(0.01, 0.005, run_caption(report, width=110), fontsize=8, color="gray")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig
 
 
 FIGURES = {"train_loss_curve.png": train_curve_figure}

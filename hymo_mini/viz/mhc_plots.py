@@ -1,4 +1,4 @@
-"""Figures for the mHC chapter (book/14_mhc.ipynb).
+"""Figures for the mHC chapter (book/16_mhc.ipynb).
 
 Two small experiments live here beside their plots, so the book, the figure files and the
 tests all run the same code:
@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
+from matplotlib.ticker import MaxNLocator
 
 from hymo_mini.mhc import COMB_INIT_LOGIT, sinkhorn_knopp, stochastic_errors
 
@@ -91,6 +92,11 @@ def composite_gains(maps: torch.Tensor):
 # --------------------------------------------------------------------------------------
 # Plots
 # --------------------------------------------------------------------------------------
+# one (marker, line style) per series, so that the curves read in grey-scale too
+_MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*"]
+_LINESTYLES = ["-", "--", "-.", ":"]
+
+
 def plot_widened_residual(n: int = 4, comb_logit: float = COMB_INIT_LOGIT) -> Figure:
     """One mHC-wrapped sub-layer: n streams, pre collapses them, post spreads F's output
     back, comb = Sinkhorn(comb_logit * I) mixes them (line width = weight)."""
@@ -145,14 +151,17 @@ def plot_sinkhorn_convergence(max_scale: float = 8.0, max_iters: int = 40, n: in
     iters, row, col = sinkhorn_error_curves(tuple(scales), max_iters, n)
     fig = Figure(figsize=(10, 4))
     ax_row, ax_col = fig.subplots(1, 2, sharey=True)
-    colors = [f"C{i}" for i in range(len(scales))]
+    every = max(max_iters // 8, 1)
     for a, scale in enumerate(scales):
-        ax_row.semilogy(iters, row[a], color=colors[a], label=f"logit std {scale:g}")
-        ax_col.semilogy(iters, col[a], color=colors[a])
+        look = {"color": f"C{a}", "marker": _MARKERS[a % len(_MARKERS)], "ms": 4,
+                "linestyle": _LINESTYLES[a % len(_LINESTYLES)], "markevery": every}
+        ax_row.semilogy(iters, row[a], label=f"logit std {scale:g}", **look)
+        ax_col.semilogy(iters, col[a], **look)
     for ax, what in ((ax_row, "rows (converge)"), (ax_col, "columns (normalised last)")):
         ax.axvline(mark_iters, color="gray", ls=":", lw=1)
         ax.axhline(1e-3, color="black", ls="--", lw=0.8)
         ax.set_xlabel("Sinkhorn iterations (row/column pairs)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(f"{what}: max |sum − 1|")
         ax.grid(alpha=0.3, which="both")
     ax_row.set_ylabel(f"worst error over 500 random {n}×{n} matrices")
@@ -218,15 +227,19 @@ def plot_composite_gain(depth: int = 64, noise: float = 0.1, n: int = 4,
     layers = np.arange(1, depth + 1)
     fig = Figure(figsize=(9, 4.2))
     ax = fig.subplots()
-    ax.semilogy(layers, np.median(hc_f, 0), color="tab:red", label=f"HC, forward (noise {noise:g})")
-    ax.semilogy(layers, np.median(hc_b, 0), color="tab:red", ls="--", label="HC, backward")
+    every = max(depth // 8, 1)
+    hc = {"color": "tab:red", "marker": "o", "ms": 4, "markevery": every}
+    mhc = {"color": "tab:blue", "marker": "s", "ms": 4, "markevery": every}
+    ax.semilogy(layers, np.median(hc_f, 0), ls="-", label=f"HC, forward (noise {noise:g})", **hc)
+    ax.semilogy(layers, np.median(hc_b, 0), ls="--", label="HC, backward", **hc)
     ax.fill_between(layers, np.quantile(hc_f, 0.1, 0), np.quantile(hc_f, 0.9, 0),
                     color="tab:red", alpha=0.12, lw=0)
-    ax.semilogy(layers, np.median(mhc_f, 0), color="tab:blue",
-                label=f"mHC, forward (logit std {logit_scale:g})")
-    ax.semilogy(layers, np.median(mhc_b, 0), color="tab:blue", ls="--", label="mHC, backward")
+    ax.semilogy(layers, np.median(mhc_f, 0), ls="-",
+                label=f"mHC, forward (logit std {logit_scale:g})", **mhc)
+    ax.semilogy(layers, np.median(mhc_b, 0), ls="--", label="mHC, backward", **mhc)
     ax.axhline(1.0, color="black", lw=0.6)
     ax.set_xlabel("depth L (number of residual maps composed)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("gain of the product (max abs row / column sum)")
     ax.set_title(f"Composite residual map through depth, n = {n}, median of {trials} draws "
                  "(band: HC 10–90%)")

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from hymo_mini.config import SchedulerConfig
 from hymo_mini.optim.schedule import wsd_multiplier
@@ -54,6 +55,7 @@ def loss_curve(history: dict, title: str = "training loss", smooth: int = 10,
     ax.text(steps[0] if steps else 0, math.log(256), " ln 256: uniform over bytes",
             va="bottom", fontsize=8, color="gray")
     ax.set_xlabel("optimizer step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_ylabel("cross-entropy (nats per byte)")
     if log_y:
         ax.set_yscale("log")
@@ -85,6 +87,7 @@ def lr_schedule(max_steps: int = 300, warmup_frac: float = 0.01, stable_frac: fl
     steps = list(range(max_steps))
     ax.plot(steps, [lr * multiplier(s, max_steps, sched) for s in steps], lw=2)
     ax.set_xlabel("optimizer step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("learning rate")
     ax.set_title(f"warmup-stable-decay: {warmup_frac:.0%} / {stable_frac:.0%} / "
                  f"{decay_frac:.0%}, floor {min_lr_ratio:g} × lr")

@@ -63,4 +63,8 @@ ERRATA: dict[str, tuple[str, list[str]]] = {
         "gdn-state-80k", "moe-active-layer", "moe-stored-layer", "moe-active-8",
         "moe-stored-8", "mtp-params", "mla-total", "total-active", "total-stored",
         "flops-0.87G", "flops-1.5G", "scale-7.44B", "model-750M"]),
+    "17_training": ("training speed and the MLA cache (sections 1.1.3, 4.2.1, 11.6)", [
+        "hybrid-3-5x", "mla-cache-256", "tput-arith", "tput", "days"]),
+    "18_training_at_scale": ("the training memory of one GPU (section 11.5.2)", [
+        "train-mem"]),
 }
