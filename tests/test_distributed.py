@@ -366,6 +366,32 @@ def test_the_activation_term_matches_what_autograd_keeps(dims):
     assert 0.85 < estimate.activations / kept < 1.15
 
 
+@pytest.mark.parametrize("seq_len", [32, 160])
+def test_what_does_not_grow_with_the_tokens_is_counted_once(seq_len):
+    """The chunked loss keeps a (V, d) weight-gradient buffer per depth whatever the
+    tokens: measured apart at two probe lengths, the estimate matches the whole model's kept
+    bytes at a short and a long sequence (one per-token figure cannot do both)."""
+    from hymo_mini.model import build_hymo
+    from hymo_mini.train.memory import activation_bytes_per_token, memory_per_gpu, saved_bytes
+
+    cfg = tiny()
+    cfg = replace(cfg, model=replace(cfg.model, max_seq_len=256, loss_impl="chunked"))
+    a = activation_bytes_per_token(cfg, dtype=torch.float32, tokens=64)
+    m = cfg.model
+    assert a["head_fixed"] > 0.5 * (1 + m.mtp_depth) * m.vocab_size * m.dim * 4
+    estimate = memory_per_gpu(cfg, 1, 2, seq_len, activations=a)
+    torch.manual_seed(0)
+    model = build_hymo(m)
+    tokens = torch.randint(0, 256, (2, seq_len + 1))  # (b, t + 1)
+    kept = saved_bytes(lambda: model.loss(tokens), exclude=list(model.parameters()))
+    assert 0.85 < estimate.activations / kept < 1.15
+    per_token_only = {k: v for k, v in a.items() if not k.endswith("_fixed")}
+    assert memory_per_gpu(cfg, 1, 2, seq_len, activations=per_token_only).activations < (
+        estimate.activations)
+    with pytest.raises(ValueError, match="tokens must be a whole number >= 1"):
+        activation_bytes_per_token(cfg, tokens=0)
+
+
 def test_the_bf16_policy_computes_in_bf16_and_keeps_fp32_shards(world_of_one, files):
     """MixedPrecisionPolicy(bf16 params, fp32 reduction) runs on the CPU with gloo: the
     blocks compute with bf16 copies, the shards, gradients and moments stay fp32, and the

@@ -11,10 +11,11 @@ For P stored parameters (the tied head counted once), per GPU, in bytes:
                                        next one (prefetched) and the root (embedding = head,
                                        final norm: gathered for the whole forward)
                 + (e + 4) · max(U, R)  a unit's unsharded gradient and its fp32 reduce buffer
-    activations   b · T · a            what the forward keeps for the backward, per token
+    activations   b · T · a + f        what the forward keeps for the backward: per token,
+                                       and the part that does not grow with the tokens
     transients    b · T · a_layer      one layer's activation gradients, in its backward
 
-with U the largest block unit, b = batch / N sequences per GPU and ``a`` measured by
+with U the largest block unit, b = batch / N sequences per GPU and ``a``, ``f`` measured by
 :func:`activation_bytes_per_token`. Only the first three shrink with N at a fixed per-GPU
 batch; the gathered copies are what FSDP2 adds over one plain GPU (they exist at N = 1 too).
 The optimizer step runs when the activations are gone; its transient (gathering the largest
@@ -126,24 +127,35 @@ def _kind_bytes(model: nn.Module, tokens: torch.Tensor) -> dict[str, int]:
 def activation_bytes_per_token(config: ModelConfig | HyMoConfig, *, device="cpu",
                                dtype: torch.dtype = torch.bfloat16,
                                tokens: int = 128) -> dict[str, float]:
-    """Bytes kept for the backward per token: ``gdn`` and ``mla`` (one block of each),
-    ``mtp`` (all MTP blocks) and ``head`` (the final norm, the head and the losses of the
-    main and MTP depths), measured on a model with the config's widths and one block of
-    each kind, on ``device`` with its backends, in ``dtype`` (FSDP's compute dtype).
+    """Bytes kept for the backward, split into what grows with the tokens and what does not.
 
-    Everything here is linear in the tokens (flash-style attention keeps O(T) per query
-    head, the GDN kernels keep chunk states), so per-token figures extrapolate in T."""
+    ``gdn`` and ``mla`` (one block of each), ``mtp`` (all MTP blocks) and ``head`` (the final
+    norm, the head and the losses of the main and MTP depths): bytes per token; ``gdn_fixed``,
+    ``mla_fixed``, ``mtp_fixed``, ``head_fixed``: bytes kept whatever the number of tokens (the
+    chunked loss keeps a (V, d) weight-gradient buffer per depth). Measured on a model with the
+    config's widths and one block of each kind, on ``device`` with its backends, in ``dtype``
+    (FSDP's compute dtype), at two lengths, ``tokens`` and ``2 * tokens``: the slope is the
+    per-token part, the rest the fixed part. Both are linear in the tokens (flash-style
+    attention keeps O(T) per query head, the GDN kernels keep chunk states)."""
+    if not (isinstance(tokens, int) and tokens >= 1):
+        raise ValueError(f"tokens must be a whole number >= 1, got {tokens!r}")
     m = config.model if isinstance(config, HyMoConfig) else config
     kinds = sorted(set(m.layer_types))
     probe = replace(m, n_layers=len(kinds), mla_every=len(kinds) if "mla" in kinds else 0,
-                    mla_position="first", max_seq_len=max(m.max_seq_len, tokens + 1))
+                    mla_position="first", max_seq_len=max(m.max_seq_len, 2 * tokens + 1))
     if len(kinds) == 1 and kinds == ["mla"]:
         probe = replace(probe, mla_every=1)
     torch.manual_seed(0)
     model = _build_model(probe).to(device=device, dtype=dtype).train()
-    ids = torch.randint(0, m.vocab_size, (1, tokens + 1), device=device)  # (1, t + 1)
-    found = _kind_bytes(model, ids)
-    return {kind: nbytes / (tokens + 1) for kind, nbytes in found.items()}
+    short, long = tokens + 1, 2 * tokens + 1  # positions read: the targets are shifted by one
+    kept = {n: _kind_bytes(model, torch.randint(0, m.vocab_size, (1, n), device=device))
+            for n in (short, long)}  # (1, n) token ids
+    out: dict[str, float] = {}
+    for kind, nbytes in kept[short].items():
+        per_token = (kept[long][kind] - nbytes) / (long - short)
+        out[kind] = per_token
+        out[f"{kind}_fixed"] = max(0.0, nbytes - per_token * short)
+    return out
 
 
 def _build_model(config: ModelConfig) -> nn.Module:
@@ -176,8 +188,9 @@ def memory_per_gpu(config: HyMoConfig, n_gpus: int, batch: int, seq_len: int, *,
     """Estimated bytes per GPU of FSDP2 training (see the module docstring).
 
     batch: the global micro-batch (``training.batch_size``), split over ``n_gpus``;
-    activations: per-token bytes from :func:`activation_bytes_per_token` (measured on the
-    CPU with the config's widths when not given: pass a GPU measurement for GPU kernels)."""
+    activations: bytes from :func:`activation_bytes_per_token`, per token and fixed (measured
+    on the CPU with the config's widths when not given: pass a GPU measurement for GPU
+    kernels); a dict without the ``*_fixed`` keys counts everything per token."""
     from hymo_mini.optim import optimizer_groups
 
     if not (isinstance(n_gpus, int) and n_gpus >= 1):
@@ -205,7 +218,10 @@ def memory_per_gpu(config: HyMoConfig, n_gpus: int, batch: int, seq_len: int, *,
     largest = max(a["gdn"] if n_mla < m.n_layers else 0, a["mla"] if n_mla else 0)
     if activation_checkpointing:  # each layer keeps its input; one layer is recomputed
         layers = m.n_layers * m.dim * e + largest
-    acts = tokens * (layers + a["mtp"] + a["head"])
+    fixed = a.get("mtp_fixed", 0.0) + a.get("head_fixed", 0.0)  # counted once, not per token
+    if not activation_checkpointing:
+        fixed += (m.n_layers - n_mla) * a.get("gdn_fixed", 0.0) + n_mla * a.get("mla_fixed", 0.0)
+    acts = tokens * (layers + a["mtp"] + a["head"]) + fixed
     adamw_shard = sum(shard[r.name] for r in split.rows if r.group != "muon")
     step = 8 * adamw_shard + 16 * max((math.prod(r.shape) for r in muon), default=0)
     return MemoryEstimate(n_gpus, batch // n_gpus, seq_len, parameters=4 * p_total,
