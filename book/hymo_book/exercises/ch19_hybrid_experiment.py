@@ -1,71 +1,75 @@
-"""Exercises of chapter 19 (the hybrid experiment): which layers of a stack are MLA, and the
-accuracy of a model's answers at the query positions only."""
+"""Exercises of chapter 19 (the hybrid experiment): one MQAR sequence laid out by hand, and
+the accuracy of a model's answers at the query positions only."""
 
 from __future__ import annotations
 
 import torch
 
 from hymo_book.exercises import Case, Exercise
-from hymo_mini.config import load_config, replace
 from hymo_mini.mqar import IGNORE
 
 
-# ---- mla_layers(n_layers, mla_every, position) -> tuple of layer indices -------------------
-def _mla_layers_oracle(n_layers, mla_every, position):
-    """The library's own layout: ModelConfig.mla_positions."""
-    model = load_config("hymo_mini").model
-    return replace(model, n_layers=n_layers, mla_every=mla_every,
-                   mla_position=position).mla_positions
+# ---- mqar_sequence(keys, values, order, slots, seq_len) -> (inputs, targets) ---------------
+def _mqar_sequence_oracle(keys, values, order, slots, seq_len):
+    """One sequence as hymo_mini.mqar.mqar_batch lays it out, from given choices."""
+    n = len(keys)
+    inputs = torch.zeros(seq_len, dtype=torch.long)
+    inputs[0:2 * n:2], inputs[1:2 * n:2] = keys, values  # k v k v ...
+    targets = torch.full((seq_len,), IGNORE, dtype=torch.long)
+    inputs[slots] = keys[order]  # query i asks for pair order[i], at position slots[i]
+    targets[slots] = values[order]
+    return inputs, targets
 
 
-def _mla_layers_cases():
+def _mqar_sequence_cases():
     gen = torch.Generator().manual_seed(19)
-    cases = [Case("the default, 32 layers", (32, 4, "last")),
-             Case("the text's layout, 32 layers", (32, 4, "first")),
-             Case("one group of four, last", (4, 4, "last")),
-             Case("6 layers, every 4, last", (6, 4, "last")),
-             Case("6 layers, every 4, first", (6, 4, "first")),
-             Case("all GDN (mla_every 0)", (5, 0, "last")),
-             Case("all MLA (mla_every 1)", (3, 1, "first")),
-             Case("one layer, every 4, last", (1, 4, "last")),
-             Case("every 3, last", (7, 3, "last"))]
-    for i in range(4):
-        n_layers = int(torch.randint(1, 40, (1,), generator=gen))
-        every = int(torch.randint(0, 9, (1,), generator=gen))
-        position = ("first", "last")[i % 2]
-        cases.append(Case(f"random {i}: {n_layers} layers, every {every}, {position}",
-                          (n_layers, every, position)))
-    return cases
+    long = torch.long
+
+    def random_case(n, t, n_keys=16, n_values=16):
+        keys = torch.randperm(n_keys, generator=gen)[:n] + 1
+        values = torch.randint(n_values, (n,), generator=gen) + 1 + n_keys
+        order = torch.randperm(n, generator=gen)
+        slots = torch.randperm(t - 2 * n, generator=gen)[:n] + 2 * n
+        return (keys, values, order, slots, t)
+
+    return [
+        Case("one pair, the shortest sequence", (torch.tensor([3]), torch.tensor([9]),
+                                                 torch.tensor([0]), torch.tensor([2]), 3)),
+        Case("queries in reverse order", (torch.tensor([1, 2, 3]), torch.tensor([7, 7, 8]),
+                                          torch.tensor([2, 1, 0]), torch.tensor([6, 7, 8]), 9)),
+        Case("queries out of order, with gaps", (torch.tensor([4, 1]), torch.tensor([6, 5]),
+                                                 torch.tensor([1, 0]), torch.tensor([7, 4]), 9)),
+        Case("a query at the last position", (torch.tensor([2, 5]), torch.tensor([9, 10]),
+                                              torch.tensor([0, 1]), torch.tensor([9, 4]), 10)),
+        Case("random: 4 pairs in 32 tokens", random_case(4, 32)),
+        Case("random: 8 pairs, the shortest sequence", random_case(8, 24)),
+        Case("random: 16 pairs in 128 tokens", random_case(16, 128)),
+        Case("a large vocabulary", random_case(5, 40, n_keys=1000, n_values=5000)),
+        Case("every value the same", (torch.tensor([1, 2, 3], dtype=long),
+                                      torch.tensor([5, 5, 5], dtype=long),
+                                      torch.tensor([1, 2, 0]), torch.tensor([8, 6, 7]), 10)),
+    ]
 
 
-def _compare_layers(got, expected, case):
-    try:
-        got = tuple(int(i) for i in got)
-    except TypeError:
-        return f"case {case.name}: expected a tuple of layer indices, got {type(got).__name__}"
-    if got != tuple(expected):
-        return f"case {case.name}: got layers {got}, expected {tuple(expected)}"
-    return None
+def _values_first(keys, values, order, slots, seq_len):
+    """The pairs written v k instead of k v."""
+    inputs, targets = _mqar_sequence_oracle(values, keys, order, slots, seq_len)
+    inputs[slots] = keys[order]
+    targets[slots] = values[order]
+    return inputs, targets
 
 
-def _counted_from_the_top(n_layers, mla_every, position):
-    """"last" read as: the top layer and every mla_every-th below it."""
-    if mla_every == 0:
-        return ()
-    if position == "first":
-        return tuple(range(0, n_layers, mla_every))
-    return tuple(sorted(range(n_layers - 1, -1, -mla_every)))
+def _answers_in_pair_order(keys, values, order, slots, seq_len):
+    """The query asks for pair order[i], but the target is pair i's value."""
+    inputs, targets = _mqar_sequence_oracle(keys, values, order, slots, seq_len)
+    targets[slots] = values
+    return inputs, targets
 
 
-def _no_all_gdn(n_layers, mla_every, position):
-    """Forgets that mla_every = 0 means no MLA layer at all."""
-    start = 0 if position == "first" else mla_every - 1
-    return tuple(range(start, n_layers, mla_every))
-
-
-def _ignores_position(n_layers, mla_every, position):
-    """The text's layout whatever ``position`` says."""
-    return () if mla_every == 0 else tuple(range(0, n_layers, mla_every))
+def _zero_elsewhere(keys, values, order, slots, seq_len):
+    """Targets 0 (the filler) where there is no query, instead of IGNORE."""
+    inputs, targets = _mqar_sequence_oracle(keys, values, order, slots, seq_len)
+    return inputs, torch.where(targets == IGNORE, torch.zeros_like(targets), targets)
 
 
 # ---- recall_accuracy(logits, targets) -> float ---------------------------------------------
@@ -134,11 +138,13 @@ def _probability_of_the_answer(logits, targets):
 
 EXERCISES = [
     Exercise(
-        name="mla_layers", chapter="19_hybrid_experiment", cases=_mla_layers_cases,
-        oracle=_mla_layers_oracle, compare=_compare_layers,
-        wrong=[(_counted_from_the_top, "case 6 layers, every 4, last: got layers (1, 5)"),
-               (_no_all_gdn, "case all GDN (mla_every 0) raised ValueError"),
-               (_ignores_position, "case the default, 32 layers: got layers (0, 4,")],
+        name="mqar_sequence", chapter="19_hybrid_experiment", cases=_mqar_sequence_cases,
+        oracle=_mqar_sequence_oracle,
+        wrong=[(_values_first, "case one pair, the shortest sequence: output 0 differs at "
+                               "position (0,)"),
+               (_answers_in_pair_order, "case queries in reverse order: output 1 differs"),
+               (_zero_elsewhere, "case one pair, the shortest sequence: output 1 differs at "
+                                 "position (0,)")],
     ),
     Exercise(
         name="recall_accuracy", chapter="19_hybrid_experiment", cases=_recall_cases,
