@@ -1,10 +1,15 @@
-"""The MQAR experiment's results (chapter 16): figures and tables of a sweep.
+"""The MQAR experiment's results (chapter 19): figures and tables of a sweep.
 
 A sweep is what :func:`hymo_mini.mqar.run_sweep` returns and ``benchmarks/mqar.py`` writes
 to ``book/results/mqar_*.json``; these functions draw and tabulate one (or several, to see
 how much a result moves between seeds and budgets). Every model keeps its
 :data:`hymo_book.style.MQAR_VARIANTS` style: layout by marker and colour, GDN rule by line
 style. :func:`state_capacity_figure` draws :func:`hymo_book.recall.state_recall`.
+
+The settled run, ``benchmarks/mqar_seeds.py`` (every layout, several seeds, the same steps),
+is read with :func:`load_seeds`; :func:`run_learned` is the verdict on one run,
+:func:`seeds_learned` counts them per layout, :func:`seeds_table` and :func:`seeds_figure`
+show the spread over the seeds.
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ from hymo_book.results import load_result, run_caption
 from hymo_book.style import RECALL_RULES, style
 from hymo_mini.tables import TextTable
 
+SEEDS_FILE = "mqar_seeds_h200_2026-12-01.json"
+LEARNED = 0.9  # a run has learned the task when every scored task reaches this accuracy
+
 __all__ = ["load_sweep", "mqar_figure", "mqar_table", "mqar_runs_table",
-           "state_capacity_figure", "FIGURES"]
+           "state_capacity_figure", "SEEDS_FILE", "LEARNED", "load_seeds", "run_learned",
+           "seeds_learned", "seeds_table", "seeds_figure", "FIGURES"]
 
 
 def load_sweep(name: str) -> dict:
@@ -132,6 +141,112 @@ def state_capacity_figure(d_state: int = 16, d_value: int = 16, max_pairs: int =
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
+    return fig
+
+
+# ---- the settled run: every layout, several seeds ----------------------------------------
+def load_seeds(name: str = SEEDS_FILE) -> dict:
+    """A committed ``benchmarks/mqar_seeds.py`` report (settings, runs, summary)."""
+    return load_result(name, need=("settings", "runs", "summary"))
+
+
+def run_learned(run: dict, threshold: float = LEARNED) -> bool:
+    """Whether one run reached ``threshold`` accuracy on every task it was scored on."""
+    return min(a for _, _, a in run["accuracy"]) >= threshold
+
+
+def seeds_learned(report: dict, threshold: float = LEARNED) -> dict[str, tuple[int, int]]:
+    """Per variant, in the report's order: (runs that learned, runs finished)."""
+    runs = [r for r in report["runs"] if "error" not in r]
+    return {name: (sum(run_learned(r, threshold) for r in runs if r["variant"] == name),
+                   sum(r["variant"] == name for r in runs))
+            for name in report["settings"]["variants"] if any(r["variant"] == name for r in runs)}
+
+
+def seeds_table(report: dict, threshold: float = LEARNED) -> TextTable:
+    """One row per variant: layout, parameters, seeds that learned, and the worst and best
+    seed's accuracy on the hardest task scored (the most pairs at the longest length)."""
+    counts = seeds_learned(report, threshold)
+    n, t = max((n, t) for n, t, *_ in next(iter(report["summary"].values()))["accuracy"])
+    rows = []
+    for name, (learned, total) in counts.items():
+        mine = [r for r in report["runs"] if r["variant"] == name and "error" not in r]
+        acc = next(a for a in report["summary"][name]["accuracy"] if a[:2] == [n, t])
+        rows.append((name, mine[0]["layer_types"], f"{mine[0]['parameters'] / 1e3:.0f}K",
+                     f"{learned} of {total}", f"{acc[3]:.2f}", f"{acc[4]:.2f}"))
+    return TextTable(("model", "layers", "params", "learned", f"worst N{n}/T{t}",
+                      f"best N{n}/T{t}"), rows,
+                     title=f"learned: accuracy >= {threshold:g} on every task scored")
+
+
+def _loss_steps(run: dict) -> list[int]:
+    """The step (1-based) of each point of a run's loss curve (run_sweep keeps every
+    ``steps_done // 100``-th loss)."""
+    stride = max(run["steps_done"] // 100, 1)
+    return [1 + i * stride for i in range(len(run["loss_curve"]))]
+
+
+def _smooth(values: list[float], window: int = 5) -> list[float]:
+    """The mean of each point and the ``window - 1`` before it (fewer at the start): the
+    loss of one step depends on which task the step drew."""
+    return [sum(values[max(i - window + 1, 0):i + 1]) / (i + 1 - max(i - window + 1, 0))
+            for i in range(len(values))]
+
+
+def _median_band(rows: list[list[float]]):
+    """Per position: the median, the minimum and the maximum over the rows."""
+    cols = list(zip(*rows, strict=True))
+    return ([sorted(c)[len(c) // 2] for c in cols], [min(c) for c in cols],
+            [max(c) for c in cols])
+
+
+def seeds_figure(report: dict) -> Figure:
+    """Training loss against step (left) and accuracy against the number of pairs at the
+    most-scored length (right), one row per GDN rule; each layout's median seed as a line,
+    the spread over the seeds (min to max) as a band or error bars. All-MLA has no GDN
+    layer and is drawn in both rows."""
+    s = report["settings"]
+    runs = [r for r in report["runs"] if "error" not in r]
+    lengths = [t for _, t, _ in runs[0]["accuracy"]]
+    seq_len = max(sorted(set(lengths)), key=lengths.count)
+    fig = Figure(figsize=(11, 7.4))
+    axes = fig.subplots(2, 2, sharex="col", sharey="col")
+    for row, rule in zip(axes, ("gla", "delta"), strict=True):
+        names = [f"GDN ({rule})", "MLA", f"3:1 MLA first ({rule})", f"3:1 MLA last ({rule})"]
+        for name in names:
+            mine = sorted((r for r in runs if r["variant"] == name), key=lambda r: r["seed"])
+            if not mine:
+                continue
+            look = style("mqar", name)
+            label = f"{name} [{mine[0]['layer_types']}], {len(mine)} seeds"
+            mid, low, high = _median_band([_smooth(r["loss_curve"]) for r in mine])
+            steps = _loss_steps(mine[0])
+            row[0].fill_between(steps, low, high, color=look.color, alpha=0.15, lw=0)
+            row[0].plot(steps, mid, markevery=10, ms=5, **look.line(), label=label)
+            pts = [sorted((n, a) for n, t, a in r["accuracy"] if t == seq_len) for r in mine]
+            ns = [n for n, _ in pts[0]]
+            mid, low, high = _median_band([[a for _, a in p] for p in pts])
+            row[1].vlines(ns, low, high, color=look.color, lw=1.5, alpha=0.6)  # min to max
+            row[1].plot(ns, mid, ms=5, **look.line())
+        ns = sorted({n for n, t, _ in runs[0]["accuracy"] if t == seq_len})
+        row[1].plot(ns, [context_guess_accuracy(n, s["n_keys"]) for n in ns], ":",
+                    color="gray", label="guessing among the values in the context")
+        row[0].set_ylabel(f"training loss ({rule} rule)")
+        row[1].set_ylabel("recall accuracy")
+        row[0].legend(fontsize=8, loc="lower left")
+        row[1].legend(fontsize=8, loc="center right")
+        for ax in row:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps and pairs count
+            ax.grid(alpha=0.3)
+        row[1].set_ylim(-0.02, 1.05)
+    axes[1][0].set_xlabel("training step")
+    axes[1][1].set_xlabel(f"key-value pairs N (sequence length T = {seq_len})")
+    axes[0][0].set_title("loss (mean of 5 points): median seed, band min to max")
+    axes[0][1].set_title("held-out accuracy: median seed, bars from min to max")
+    fig.suptitle(f"MQAR, {s['n_layers']} layers, {s['steps']} steps, seeds "
+                 f"{', '.join(map(str, s['seeds']))} (G = GDN, A = MLA)", fontsize=10)
+    fig.text(0.01, 0.005, run_caption(report, width=150), fontsize=8, color="gray")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 

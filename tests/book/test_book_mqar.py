@@ -1,4 +1,4 @@
-"""hymo_book.recall and hymo_book.mqar_plots (chapter 16): the no-training recall demos,
+"""hymo_book.recall and hymo_book.mqar_plots (chapter 19): the no-training recall demos,
 and the figures and tables of an MQAR sweep, on synthetic sweeps."""
 
 import itertools
@@ -84,3 +84,45 @@ def test_load_sweep_reads_a_synthetic_file_and_names_what_is_missing(tmp_path, m
     assert mqar_plots.load_sweep("mqar_x.json")["variants"].keys() == {"GDN (gla)", "MLA"}
     with pytest.raises(FileNotFoundError, match="benchmarks/mqar.py"):
         mqar_plots.load_sweep("mqar_missing.json")
+
+
+# ---- the settled run: several seeds per layout -------------------------------------------
+def fake_seeds():
+    def run(variant, seed, learned):
+        acc = 1.0 if learned else 0.3
+        return {"variant": variant, "seed": seed, "layer_types": "GGGA", "gdn_rule": "gla",
+                "parameters": 1000, "steps_done": 10, "final_loss": 0.1,
+                "loss_curve": [3.0 - 0.1 * i for i in range(10)],
+                "accuracy": [[2, 16, acc], [4, 16, acc], [4, 32, 0.95 if learned else acc]]}
+
+    names = ["GDN (gla)", "GDN (delta)", "MLA", "3:1 MLA first (gla)", "3:1 MLA first (delta)",
+             "3:1 MLA last (gla)", "3:1 MLA last (delta)"]
+    runs = [run(name, seed, name.startswith("3:1 MLA last") and seed < 2)
+            for name in names for seed in (0, 1, 2)]
+    runs.append({"variant": "MLA", "seed": 3, "error": "RuntimeError: out of memory"})
+    return {"settings": {"steps": 10, "n_layers": 4, "n_keys": 16, "seeds": [0, 1, 2],
+                         "variants": names},
+            "runs": runs, "summary": {n: {"accuracy": [[2, 16, 0.5, 0.3, 1.0, 0.1],
+                                                     [4, 16, 0.5, 0.3, 1.0, 0.1],
+                                                     [4, 32, 0.5, 0.3, 0.95, 0.1]]}
+                                      for n in names},
+            "command": "python3 benchmarks/mqar_seeds.py", "date": "today", "file": "x.json"}
+
+
+def test_seeds_learned_counts_runs_that_reach_the_threshold_everywhere():
+    report = fake_seeds()
+    counts = mqar_plots.seeds_learned(report)
+    assert counts["3:1 MLA last (gla)"] == (2, 3) and counts["MLA"] == (0, 3)  # error skipped
+    assert mqar_plots.seeds_learned(report, threshold=0.99)["3:1 MLA last (gla)"] == (0, 3)
+    rows = {r[0]: r for r in mqar_plots.seeds_table(report).rows}
+    assert rows["3:1 MLA last (delta)"][3] == "2 of 3"
+
+
+def test_seeds_figure_keeps_the_figure_rules():
+    fig = mqar_plots.seeds_figure(fake_seeds())
+    assert len(fig.axes) == 4
+    assert_series_distinct(fig)
+    for ax in fig.axes:
+        assert_integer_ticks(ax.xaxis)  # steps and pairs
+    loss = fig.axes[0].lines[0]
+    assert list(loss.get_xdata())[:3] == [1, 2, 3]  # one point a step (run_sweep: 100 at most)
