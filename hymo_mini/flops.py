@@ -1,7 +1,8 @@
 """Memory and FLOPs per component, from shapes: section 11 of the design document.
 
 Everything here is arithmetic on a ``ModelConfig`` (nothing is allocated), so it works for
-the production model as easily as for the mini one. Two tables for book chapter 11:
+the production model as easily as for the mini one. Two tables (the book's forward trace shows
+them):
 
 * :func:`flops_table` — forward FLOPs per token, component by component, at context ``T``,
   beside the document's 11.6.1 figures. Matrix products only, 2 FLOPs per multiply-add

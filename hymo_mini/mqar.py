@@ -13,7 +13,7 @@ At each query the model must output the value that followed that key. A softmax
 attention layer can look the pair up at any distance; a recurrent state of fixed size
 (S x D per head) has to hold all N pairs at once, and its decay forgets old ones.
 
-Experiment (``benchmarks/mqar.py`` runs it; the book's chapter 16 shows it): models of
+Experiment (``benchmarks/mqar.py`` runs it; the book's hybrid experiment shows it): models of
 equal width and depth that differ only in their layer types, built from the hymo_mini
 preset: all-GDN (``mla_every=0``), all-MLA (``mla_every=1``) and the 3:1 hybrid, each GDN
 with the documented recurrence (``gdn_rule="gla"``) or the true gated delta rule

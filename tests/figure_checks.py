@@ -13,9 +13,11 @@ def line_looks(ax) -> list[tuple[str, str, str]]:
 
 
 def bar_looks(ax) -> list[tuple[str, str]]:
-    """(face colour, hatch) of every labelled bar series of ``ax``."""
+    """(face colour, hatch) of every labelled bar series of ``ax`` (error-bar containers,
+    which hold lines and no patches, are not bars)."""
     return [(to_hex(c.patches[0].get_facecolor()), str(c.patches[0].get_hatch()))
-            for c in ax.containers if c.patches and not c.get_label().startswith("_")]
+            for c in ax.containers
+            if getattr(c, "patches", None) and not c.get_label().startswith("_")]
 
 
 def assert_series_distinct(fig: Figure) -> None:

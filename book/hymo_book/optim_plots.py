@@ -1,4 +1,4 @@
-"""Figures for the optimizer split (hymo_mini.optim) and its CPU comparison (chapter 15).
+"""Figures for the optimizer split (hymo_mini.optim) and its CPU comparison (chapter 17).
 
 ``optimizer_comparison`` reads ``book/results/optimizers_cpu.json`` (written by
 ``benchmarks/optimizers.py``), so ``python3 -m hymo_book.figures`` redraws it without

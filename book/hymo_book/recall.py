@@ -1,4 +1,4 @@
-"""Two demos of chapter 16 (the hybrid experiment) that need no training.
+"""Two demos of the hybrid experiment (chapter 19) that need no training.
 
 :func:`state_recall` writes random key/value pairs into one fixed-size memory (the GDN
 state under the documented rule or the delta rule, or attention's list of pairs) and counts
