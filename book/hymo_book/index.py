@@ -11,7 +11,6 @@ else the opening cell's first sentence.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -21,12 +20,13 @@ if __package__ in (None, ""):  # run as a file: make ``hymo_book`` importable
 
 import nbformat  # noqa: E402
 
+from hymo_book import markers  # noqa: E402
 from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
+from hymo_book.markers import rewrite_sections  # noqa: E402
 
-__all__ = ["INDEX", "START", "END", "chapter_row", "chapter_table", "rewrite"]
+__all__ = ["INDEX", "chapter_row", "chapter_table", "rewrite"]
 
 INDEX = BOOK / "README.md"
-START, END = "<!-- chapters: start -->", "<!-- chapters: end -->"
 
 
 def _title_and_summary(stem: str) -> tuple[str, str]:
@@ -59,25 +59,11 @@ def chapter_table() -> str:
 
 def rewrite(index: Path = INDEX, check: bool = False) -> bool:
     """Put the table between the markers; returns whether the file was already up to date."""
-    text = index.read_text()
-    if START not in text or END not in text:
-        raise ValueError(f"{index} has no {START} ... {END} markers")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{chapter_table()}\n{END}{tail}"
-    if not check and new != text:
-        index.write_text(new)
-    return new == text
+    return rewrite_sections(index, {"chapters": chapter_table}, check)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only check; exit 1 if stale")
-    args = parser.parse_args(argv)
-    fresh = rewrite(check=args.check)
-    print("book/README.md is up to date" if fresh else
-          ("book/README.md is out of date" if args.check else "book/README.md rewritten"))
-    return 1 if args.check and not fresh else 0
+    return markers.main(argv, "book/README.md", rewrite, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

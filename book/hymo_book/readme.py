@@ -9,15 +9,16 @@ kernel report and the claims audit read the same numbers.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file: make ``hymo_book`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hymo_book import markers  # noqa: E402
 from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
 from hymo_book.index import _title_and_summary  # noqa: E402
+from hymo_book.markers import rewrite_sections  # noqa: E402
 from hymo_book.results import load_result  # noqa: E402
 
 __all__ = ["README", "SECTIONS", "measured_section", "parts_section", "rewrite"]
@@ -161,27 +162,11 @@ SECTIONS = {"measured": measured_section, "parts": parts_section}
 def rewrite(readme: Path = README, check: bool = False) -> bool:
     """Put every generated section between its markers; returns whether README.md was
     already up to date (with ``check``, nothing is written)."""
-    text = original = readme.read_text()
-    for name, section in SECTIONS.items():
-        start, end = f"<!-- {name}: start -->", f"<!-- {name}: end -->"
-        if start not in text or end not in text:
-            raise ValueError(f"{readme} has no {start} ... {end} markers")
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        text = f"{head}{start}\n{section()}\n{end}{tail}"
-    if not check and text != original:
-        readme.write_text(text)
-    return text == original
+    return rewrite_sections(readme, SECTIONS, check)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only check; exit 1 if stale")
-    args = parser.parse_args(argv)
-    fresh = rewrite(check=args.check)
-    print("README.md is up to date" if fresh else
-          ("README.md is out of date" if args.check else "README.md rewritten"))
-    return 1 if args.check and not fresh else 0
+    return markers.main(argv, "README.md", rewrite, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":
