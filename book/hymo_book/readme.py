@@ -17,8 +17,10 @@ if __package__ in (None, ""):  # run as a file: make ``hymo_book`` importable
 
 from hymo_book import markers  # noqa: E402
 from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
+from hymo_book.fsdp import FSDP_RUN  # noqa: E402
 from hymo_book.index import _title_and_summary  # noqa: E402
 from hymo_book.markers import rewrite_sections  # noqa: E402
+from hymo_book.mqar_plots import load_seeds, seeds_learned  # noqa: E402
 from hymo_book.results import load_result  # noqa: E402
 
 __all__ = ["README", "SECTIONS", "measured_section", "parts_section", "rewrite"]
@@ -119,6 +121,31 @@ def _recurrent_text(rec: dict) -> list[str]:
             "counting launches that a loop vectorised over batch and heads never makes."]
 
 
+def _fsdp_text(run: dict) -> list[str]:
+    plain, fsdp = (next(r for r in run["runs"] if r["mode"] == m) for m in ("plain", "fsdp"))
+    return [f"**FSDP2 on one GPU** ({run['file']}, `python3 benchmarks/fsdp_one_gpu.py`): "
+            f"`{run['config']}`, B = {run['batch']}, T = {run['seq_len']:,}, "
+            f"{fsdp['tokens_per_s']:,.0f} tokens/s and a {fsdp['peak_allocated_gib']:.1f} GiB "
+            f"peak under FSDP2 in a process group of one, against {plain['tokens_per_s']:,.0f} "
+            f"and {plain['peak_allocated_gib']:.1f} GiB for the plain step, each timed over "
+            f"{fsdp['steps_timed']} step. Runs on several GPUs have not been measured: no machine "
+            "with more than one GPU was lent. Chapter 18 sets `memory_per_gpu` beside the "
+            "measured peak."]
+
+
+def _mqar_text(report: dict) -> list[str]:
+    counts = seeds_learned(report)
+    last = [counts[k] for k in counts if "MLA last" in k]
+    others = [counts[k] for k in counts if "MLA last" not in k]
+    return [f"**Where the MLA layers go** ({report['file']}, `python3 benchmarks/mqar_seeds.py`): "
+            f"associative recall, {len(counts)} four-layer models, "
+            f"{len(report['settings']['seeds'])} seeds each, {report['settings']['steps']:,} "
+            f"steps. The 3:1 hybrid with MLA last in its group learned in "
+            f"{sum(a for a, _ in last)} of {sum(b for _, b in last)} runs; MLA first, all-MLA "
+            f"and all-GDN in {sum(a for a, _ in others)} of {sum(b for _, b in others)}. Hence "
+            "the default `mla_position=\"last\"` (chapter 19)."]
+
+
 def measured_section() -> str:
     """The section's markdown, every number read from book/results/."""
     step = load_result("train_step_h200_2026-12-01.json", need=("cases",))
@@ -141,7 +168,9 @@ def measured_section() -> str:
     lines += _gla_table(gdn) + [""] + _precision_text(delta) + [""]
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
     lines += _delta_text(delta) + [""] + _recurrent_text(rec) + [""]
-    lines += ["![GDN kernel benchmark](figures/gdn_benchmark.png)"]
+    lines += ["![GDN kernel benchmark](figures/gdn_benchmark.png)", ""]
+    lines += _fsdp_text(load_result(FSDP_RUN, need=("runs",))) + [""]
+    lines += _mqar_text(load_seeds())
     return "\n".join(lines)
 
 
