@@ -17,7 +17,7 @@ if __package__ in (None, ""):  # run as a file: make ``hymo_book`` importable
 
 from hymo_book import markers  # noqa: E402
 from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
-from hymo_book.fsdp import FSDP_RUN  # noqa: E402
+from hymo_book.fsdp import load_fsdp  # noqa: E402
 from hymo_book.index import _title_and_summary  # noqa: E402
 from hymo_book.markers import rewrite_sections  # noqa: E402
 from hymo_book.mqar_plots import load_seeds, seeds_learned  # noqa: E402
@@ -169,7 +169,7 @@ def measured_section() -> str:
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
     lines += _delta_text(delta) + [""] + _recurrent_text(rec) + [""]
     lines += ["![GDN kernel benchmark](figures/gdn_benchmark.png)", ""]
-    lines += _fsdp_text(load_result(FSDP_RUN, need=("runs",))) + [""]
+    lines += _fsdp_text(load_fsdp()) + [""]
     lines += _mqar_text(load_seeds())
     return "\n".join(lines)
 
