@@ -9,7 +9,9 @@ it. The GDN recurrence is recognised by its autograd Function's name (forward an
 
 Per step, in milliseconds of kernel time: by label (``components``), by kind of kernel
 (``kinds``: matmul, attention, copy/cast, ...), the copies and casts inside each label, the
-largest kernels; and how busy the GPU was: the union of kernel intervals over the wall
+largest kernels, the largest (label, kind, op, input shapes) groups when the profile
+recorded shapes (``ops_ms``: the op is the chain of ATen ops that launched the kernels,
+innermost last); and how busy the GPU was: the union of kernel intervals over the wall
 time of the profiled steps. On a CPU (a smoke run) CPU self time stands in for kernels.
 """
 
@@ -139,7 +141,7 @@ def analyse(prof, steps: int, wall_s: float) -> dict:
     if not on_gpu:  # CPU smoke run: self CPU time of each op
         work = [(e, e.name, e.self_cpu_time_total) for e in events]
     comps, kinds, copies = defaultdict(float), defaultdict(float), defaultdict(float)
-    names = defaultdict(float)
+    names, ops = defaultdict(float), defaultdict(float)
     for e, name, us in work:
         label = _label(e, forward_labels)
         label = "gdn_other" if label == "gdn" else label
@@ -149,6 +151,8 @@ def analyse(prof, steps: int, wall_s: float) -> dict:
         names[name[:120]] += us
         if kind == "copy/cast":
             copies[label] += us
+        if on_gpu:
+            ops[f"{label} | {kind} | {_op_chain(e)} | {_shapes(e)}"] += us
     device = [(e.time_range.start, e.time_range.end) for e in prof.events()
               if e.device_type == DeviceType.CUDA]
     per_step = 1e-3 / steps  # us over all steps -> ms per step
@@ -161,9 +165,25 @@ def analyse(prof, steps: int, wall_s: float) -> dict:
         "copies_casts_ms_by_component": _sorted_ms(copies, per_step),
         "top_kernels_ms": dict(list(_sorted_ms(names, per_step).items())[:15]),
     }
+    if on_gpu:
+        out["ops_ms"] = dict(list(_sorted_ms(ops, per_step).items())[:40])
     if device:
         out["busy_share_profiled"] = _union_us(device) * 1e-6 / wall_s
     return out
+
+
+def _op_chain(event, depth: int = 3) -> str:
+    """The ATen ops above event (itself included), outermost first, at most ``depth``."""
+    chain = []
+    while event is not None and len(chain) < depth and event.name.startswith("aten::"):
+        chain.append(event.name[len("aten::"):])
+        event = event.cpu_parent
+    return " > ".join(reversed(chain)) or "-"
+
+
+def _shapes(event) -> str:
+    shapes = getattr(event, "input_shapes", None) or []
+    return " ".join("x".join(map(str, s)) for s in shapes if s)[:80] or "-"
 
 
 def _sorted_ms(table: dict, scale: float) -> dict:

@@ -179,7 +179,7 @@ def profile(built, n: int, device) -> dict:
     if device == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with Labels(built.model, built.labels, built.named):
-        with torch.profiler.profile(activities=activities) as prof:
+        with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
             _sync(device)
             t0 = time.perf_counter()
             for _ in range(n):

@@ -49,7 +49,19 @@ from hymo_mini.config import ModelConfig
 from hymo_mini.ops import gated_delta_rule, gated_linear_attention
 from hymo_mini.rope import RotaryEmbedding
 
-__all__ = ["GatedDeltaNet", "recurrence"]
+__all__ = ["GatedDeltaNet", "recurrence", "shifted_causal_conv"]
+
+
+def shifted_causal_conv(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The causal depthwise conv of u (b, t, e) with ``nn.Conv1d``'s weight (e, 1, k) and
+    zero history, as k shifted multiply-adds: out_t = Σ_j w_j u_(t - k + 1 + j)."""
+    k, T = weight.shape[-1], u.shape[1]
+    padded = F.pad(u, (0, 0, k - 1, 0))  # (b, k - 1 + t, e)
+    w = weight[:, 0, :].to(u.dtype)  # (e, k)
+    out = padded[:, :T] * w[:, 0]
+    for j in range(1, k):
+        out = out + padded[:, j:j + T] * w[:, j]
+    return out  # (b, t, e)
 
 
 @torch.compiler.disable
@@ -108,6 +120,11 @@ class GatedDeltaNet(nn.Module):
         """in_proj → causal depthwise conv → SiLU. ``window`` (b, inner, d_conv - 1) holds
         the in_proj outputs of the previous tokens (decoding); returns (u, new window)."""
         T = x.shape[1]
+        if window is None and torch.compiler.is_compiling():
+            # compiled (gdn_impl): the conv as d_conv shifted multiply-adds in (b, t, inner)
+            # order, which inductor fuses with the SiLU, forward and backward, where a
+            # depthwise conv stays a library kernel with a layout copy on either side
+            return F.silu(shifted_causal_conv(self.in_proj(x), self.conv1d.weight)), None
         u = rearrange(self.in_proj(x), "b t e -> b e t")  # (b, inner, t)
         if window is None:  # training: zero history, drop the conv's tail
             mixed, keep = self.conv1d(u)[..., :T], None  # (b, inner, t)

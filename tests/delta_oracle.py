@@ -19,13 +19,18 @@ BETA_RANGES = {"mid": (0.05, 0.95), "near0": (1e-4, 1e-2), "near1": (0.99, 0.999
 
 
 def make_leaves(B, T, H, S, D, dtype, decay_scale=1.0, beta="mid", with_h0=True,
-                device=DEVICE):
-    """Leaves [v, b, c, g, A, beta, h0 or None]. b, c unit vectors; A = -(rates 1..H,
-    jittered per state dim) * decay_scale, as the GDN block initialises it."""
+                device=DEVICE, keys="random"):
+    """Leaves [v, b, c, g, A, beta, h0 or None]. b, c unit vectors (keys="aligned": every
+    key of a head one direction, slightly jittered, the hardest case for the in-chunk
+    solve); A = -(rates 1..H, jittered per state dim) * decay_scale, as the GDN block
+    initialises it."""
     lo, hi = BETA_RANGES[beta]
+    b = torch.randn(B, T, H, S)
+    if keys == "aligned":
+        b = torch.randn(1, 1, H, S) + 0.05 * b
     leaves = [
         torch.randn(B, T, H, D),
-        F.normalize(torch.randn(B, T, H, S), dim=-1),
+        F.normalize(b, dim=-1),
         F.normalize(torch.randn(B, T, H, S), dim=-1),
         torch.rand(B, T, H).clamp(0.02, 0.98),
         -torch.exp(torch.log(torch.arange(1, H + 1.0))[:, None] + 0.3 * torch.randn(H, S))
@@ -52,11 +57,12 @@ def reference(v, b, c, g, A, beta, h0, output_final_state=True):
 
 
 def compare_to_naive(fn, B, T, H, S, D, dtype, tol, *, decay_scale=1.0, beta="mid",
-                     with_h0=True, output_final_state=True, gate_tol=None, device=DEVICE):
+                     with_h0=True, output_final_state=True, gate_tol=None, device=DEVICE,
+                     keys="random"):
     """o, the final state and all gradients of ``fn`` against the fp64 loop; asserts every
     relative error is below ``tol`` (``gate_tol`` for dg, dA, dbeta) and returns them."""
     gate_tol = tol if gate_tol is None else gate_tol
-    leaves = make_leaves(B, T, H, S, D, dtype, decay_scale, beta, with_h0, device)
+    leaves = make_leaves(B, T, H, S, D, dtype, decay_scale, beta, with_h0, device, keys)
     do = torch.randn(B, T, H, D, dtype=torch.float64, device=device)
     dht = torch.randn(B, H, S, D, dtype=torch.float64, device=device)
     o, final, grads = run(fn, leaves, do, dht, output_final_state)

@@ -62,9 +62,20 @@ def test_kernel_matches_loop(case):
 def test_longer_chunks(monkeypatch, chunk):
     """Chunks of 32 and 64 steps (the GPU's), a ragged last chunk, and the chunk-to-chunk
     passes split into 16 value columns per program (D = 20: a masked second block)."""
-    monkeypatch.setattr(gdt, ACTIVE, dict(
-        getattr(gdt, ACTIVE), chunk=chunk, states=dict(split=16, num_warps=1, num_stages=1)))
+    split = dict(split=16, num_warps=1, num_stages=1)
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), chunk=chunk, state_fwd=split,
+                                          state_bwd=split))
     check(1, 70, 1, 32, 20, decay_scale=10.0)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("inverse", gdt.INVERSES)
+def test_both_inverses_on_aligned_keys(monkeypatch, inverse):
+    """(I + M)⁻¹ by merged blocks and by rows, where it is hardest: every key of a head
+    nearly one direction, β near 1 and weak decay, so M is nearly all ones below the
+    diagonal and its powers grow like binomial coefficients; chunks of 32 steps."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), chunk=32, inverse=inverse))
+    check(1, 40, 2, 16, 16, decay_scale=0.01, beta="near1", keys="aligned")
 
 
 @pytest.mark.triton
@@ -123,6 +134,13 @@ def test_needs_gpu_or_interpreter(monkeypatch):
     leaves = [t.detach().cpu() for t in make_leaves(1, 4, 1, 3, 3, torch.float32)]
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
         chunk_gated_delta_triton(*leaves)
+
+
+def test_bad_inverse_setting(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), inverse="neumann"))
+    with pytest.raises(ValueError, match="inverse"):
+        chunk_gated_delta_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3,
+                                                                   torch.float32)))
 
 
 def test_bad_chunk_setting(monkeypatch):

@@ -66,3 +66,21 @@ def test_auto_is_eager_on_cpu_and_bad_names_are_errors():
         block(x)
     with pytest.raises(ConfigError, match="gdn_impl.*did you mean 'compiled'"):
         ModelConfig(gdn_impl="compile")
+
+
+@pytest.mark.parametrize("T", [1, 3, 17])
+def test_shifted_conv_equals_the_depthwise_conv(T):
+    """The compiled block's conv (d_conv shifted multiply-adds in (b, t, e) order) against
+    nn.Conv1d with the eager block's padding and tail cut, T shorter and longer than the
+    kernel; the gradients of the input and the weight too."""
+    from hymo_mini.gdn import shifted_causal_conv
+    torch.manual_seed(0)
+    conv = torch.nn.Conv1d(6, 6, 4, groups=6, padding=3, bias=False).double()
+    u = torch.randn(2, T, 6, dtype=torch.float64, requires_grad=True)
+    ref = conv(u.transpose(1, 2))[..., :T].transpose(1, 2)
+    got = shifted_causal_conv(u, conv.weight)
+    assert rel(got, ref) < 1e-12
+    dy = torch.randn_like(ref)
+    g_ref = torch.autograd.grad(ref, (u, conv.weight), dy)
+    g_got = torch.autograd.grad(got, (u, conv.weight), dy)
+    assert all(rel(a, b) < 1e-12 for a, b in zip(g_got, g_ref, strict=True))

@@ -38,13 +38,31 @@ def _unit_lower_inverse(b_M, o_i, BT: tl.constexpr):
 
 
 @triton.jit
+def _unit_lower_inverse_levels(b_M, o_i, LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
+    """(I + M)⁻¹ for a strictly lower-triangular M [BT, BT] by merging diagonal blocks:
+    with T the inverse on blocks of 2^k steps, a block of 2^(k+1) is [[A, 0], [C, B]] and
+    its inverse [[A⁻¹, 0], [-B⁻¹ C A⁻¹, B⁻¹]], so T ← T - T M_k T, M_k holding the C
+    blocks of level k. LOG2_BT levels of two products each, no sequential row loop."""
+    i, j = o_i[:, None], o_i[None, :]
+    b_T = tl.where(i == j, 1.0, 0.0)  # [BT, BT] the inverse on blocks of one step
+    for k in tl.static_range(LOG2_BT):
+        m_k = ((i >> (k + 1)) == (j >> (k + 1))) & (((i >> k) & 1) == 1) & (((j >> k) & 1) == 0)
+        b_TM = tl.dot(b_T, tl.where(m_k, b_M, 0.0), input_precision=PRECISION)  # [BT, BT]
+        b_T -= tl.dot(b_TM, b_T, input_precision=PRECISION)
+    return b_T
+
+
+@triton.jit
 def _erasures(b_k, b_beta, b_l, b_A, o_i, BT: tl.constexpr, LOG2_BT: tl.constexpr,
-              PRECISION: tl.constexpr):
+              PRECISION: tl.constexpr, INVERSE: tl.constexpr):
     """The chunk's erasure matrix: Mk_ts = Σ_n k_tn k_sn E_tsn for s < t [BT, BT], M = β Mk,
     and (I + M)⁻¹ [BT, BT]."""
     b_KK, _, _ = _intra(b_k, b_k, b_k, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
     b_Mk = tl.where(o_i[:, None] > o_i[None, :], b_KK, 0.0)  # [BT, BT] pairs s < t
-    b_Ti = _unit_lower_inverse(b_beta[:, None] * b_Mk, o_i, BT)  # [BT, BT]
+    if INVERSE == "levels":
+        b_Ti = _unit_lower_inverse_levels(b_beta[:, None] * b_Mk, o_i, LOG2_BT, PRECISION)
+    else:
+        b_Ti = _unit_lower_inverse(b_beta[:, None] * b_Mk, o_i, BT)  # [BT, BT]
     return b_Mk, b_Ti
 
 
@@ -86,7 +104,7 @@ def _pair_grads(b_x, b_y, b_dW, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
 def _wy_fwd_kernel(v, b, g, A, beta, uv, w, T,
                    H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                    BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
-                   PRECISION: tl.constexpr):
+                   PRECISION: tl.constexpr, INVERSE: tl.constexpr):
     """One chunk's WY quantities: Uv = (I + M)⁻¹ diag(β) V [BT, BD] and
     W = (I + M)⁻¹ diag(β) K̃ [BT, BS], K̃ = b ⊙ exp(L A)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
@@ -102,7 +120,8 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, T,
     b_l, _ = _gate_sums(b_g, o_i, BT)
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    _, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION)  # [BT, BT]
+    _, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION,
+                        INVERSE)  # [BT, BT]
     b_Kt = b_k * tl.exp(b_l[:, None] * b_A[None, :]) * b_beta[:, None]  # [BT, BS] β K̃
     b_w = tl.dot(b_Ti, b_Kt, input_precision=PRECISION)  # [BT, BS]
     b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD]
@@ -168,10 +187,10 @@ def _du_local_kernel(b, c, g, A, do, du, T,
 
 @triton.jit
 def _solve_grads(b_k, b_v, b_u, b_du, b_h, b_G, b_beta, b_l, b_A, o_i, BT: tl.constexpr,
-                 LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
+                 LOG2_BT: tl.constexpr, PRECISION: tl.constexpr, INVERSE: tl.constexpr):
     """Back through the solve (I + M) U = diag(β) R, R = V - K̃ H_0, given dU [BT, BD]:
     dv [BT, BD], dM (pairs s < t) [BT, BT], dβ [BT] and dK̃ [BT, BS]."""
-    b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION)
+    b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION, INVERSE)
     b_dX = tl.dot(tl.trans(b_Ti), b_du, input_precision=PRECISION)  # [BT, BD] (I + M)⁻ᵀ dU
     b_R = b_v - tl.dot(b_k * b_G, b_h, input_precision=PRECISION)  # [BT, BD]
     b_dM = -tl.dot(b_dX, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
@@ -185,7 +204,7 @@ def _solve_grads(b_k, b_v, b_u, b_du, b_h, b_G, b_beta, b_l, b_A, o_i, BT: tl.co
 def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, dA, dbeta, T,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
-                      PRECISION: tl.constexpr):
+                      PRECISION: tl.constexpr, INVERSE: tl.constexpr):
     """Every gradient of one chunk from its start state H_0, the gradient at its end dH_C,
     U and dU (chunk_triton's docstring derives each line)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
@@ -213,7 +232,7 @@ def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, d
     b_G = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] Γ: chunk start -> t
     b_Ge = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> chunk end
     b_dv, b_dM, b_dbeta, b_dKt = _solve_grads(b_k, b_v, b_u, b_du, b_h, b_G, b_beta, b_l,
-                                              b_A, o_i, BT, LOG2_BT, PRECISION)
+                                              b_A, o_i, BT, LOG2_BT, PRECISION, INVERSE)
     # through O = Q̃ H_0 + P U and H_C = Γ_C ⊙ H_0 + K̂ᵀ U
     b_dQt = tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
     b_dKh = tl.dot(b_u, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]

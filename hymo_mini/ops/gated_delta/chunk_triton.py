@@ -80,71 +80,86 @@ from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CHUNKS",
-           "INTERPRET"]
+           "INVERSES", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 CHUNKS = (16, 32, 64)  # BT: a power of two, and at least 16 for tl.dot
-# "split": value columns per sequential program of the chunk-to-chunk passes. "chunk" 32:
-# compiled for sm_90, the backward kernel needs 24 KB of shared memory at 32 steps and
-# 147 KB at 64 (16 steps make the sequential passes twice as long). Not timed.
-CONFIGS = {"chunk": 32, "in_chunk": dict(num_warps=4, num_stages=1),
-           "states": dict(split=32, num_warps=2, num_stages=1)}
+INVERSES = ("levels", "rows")  # how (I + M)⁻¹ is formed: merged blocks, or row by row
+# Launch settings per kernel. "split": value columns per sequential program of the
+# chunk-to-chunk passes; "inverse": one of INVERSES. Not tuned on a GPU.
+CONFIGS = {"chunk": 32, "inverse": "levels",
+           "wy_fwd": dict(num_warps=4, num_stages=1),
+           "output": dict(num_warps=4, num_stages=1),
+           "du_local": dict(num_warps=4, num_stages=1),
+           "chunk_bwd": dict(num_warps=4, num_stages=1),
+           "state_fwd": dict(split=32, num_warps=2, num_stages=1),
+           "state_bwd": dict(split=32, num_warps=2, num_stages=1)}
 # the interpreter runs programs one after another: short chunks, fewest programs
-INTERPRET_CONFIGS = {"chunk": 16, "in_chunk": dict(num_warps=1, num_stages=1),
-                     "states": dict(split=1 << 30, num_warps=1, num_stages=1)}
+INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels",
+                     **{k: dict(num_warps=1, num_stages=1)
+                        for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
+                     **{k: dict(split=1 << 30, num_warps=1, num_stages=1)
+                        for k in ("state_fwd", "state_bwd")}}
 
 
 def _config(name: str):
     return (INTERPRET_CONFIGS if INTERPRET else CONFIGS)[name]
 
 
-def _sizes(v, b):
-    """Shapes and launch sizes shared by the forward and the backward."""
+def _launch(name: str) -> dict:
+    """num_warps and num_stages of one kernel."""
+    return {k: v for k, v in _config(name).items() if k in ("num_warps", "num_stages")}
+
+
+def _sizes(v, b, states: str):
+    """Shapes and launch sizes shared by the forward and the backward; ``states`` names
+    the sequential pass whose split sets the value columns per program."""
     B, T, H, D = v.shape
     S = b.shape[-1]
-    BT = _config("chunk")
+    BT, inverse = _config("chunk"), _config("inverse")
     if BT not in CHUNKS:
         raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
+    if inverse not in INVERSES:
+        raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
     BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
-    BDs = min(BD, max(16, _config("states")["split"]))  # columns per sequential program
+    BDs = min(BD, max(16, _config(states)["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
     return B, T, H, S, D, triton.cdiv(T, BT), BD, BDs, triton.cdiv(D, BDs), sizes
 
 
 def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
-    B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b)
-    in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1,
-                    PRECISION=precision, **_config("in_chunk"))
-    states = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, num_warps=_config(
-        "states")["num_warps"], num_stages=_config("states")["num_stages"])
+    B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b, "state_fwd")
+    in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
     w = v.new_empty(B, T, H, S, dtype=torch.float32)
-    _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, T, **in_chunk)
+    _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, T, **in_chunk,
+                                INVERSE=_config("inverse"), **_launch("wy_fwd"))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, T, USE_H0=h0 is not None,
-                                     STORE_HT=output_final_state, **states)
+                                     STORE_HT=output_final_state, **sizes, BD=BDs, ND=ND,
+                                     PRECISION=precision, **_launch("state_fwd"))
     o = torch.empty_like(v)
-    _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk)
+    _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk, **_launch("output"))
     return o, ht, hs, u, w
 
 
 def _backward(v, b, c, g, A, beta, hs, u, w, do, dht, with_h0, precision):
-    B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b)
-    in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1,
-                    PRECISION=precision, **_config("in_chunk"))
-    states = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, num_warps=_config(
-        "states")["num_warps"], num_stages=_config("states")["num_stages"])
+    B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b, "state_bwd")
+    in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     du = v.new_empty(B, T, H, D, dtype=torch.float32)  # Pᵀ dO, then dU in place
-    _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, T, **in_chunk)
+    _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, T, **in_chunk, **_launch("du_local"))
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if with_h0 else None
     _state_bwd_kernel[(B * H * ND,)](b, c, g, A, w, do, du, dht, dhs, dh0, T,
-                                     USE_DHT=dht is not None, STORE_DH0=with_h0, **states)
+                                     USE_DHT=dht is not None, STORE_DH0=with_h0, **sizes,
+                                     BD=BDs, ND=ND, PRECISION=precision,
+                                     **_launch("state_bwd"))
     dv, db, dc, dg, dbeta = (torch.empty_like(t) for t in (v, b, c, g, beta))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
     _chunk_bwd_kernel[(NC, B * H)](v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg,
-                                   dA, dbeta, T, **in_chunk)
+                                   dA, dbeta, T, **in_chunk, INVERSE=_config("inverse"),
+                                   **_launch("chunk_bwd"))
     return dv, db, dc, dg, dA.view(B, H, NC, S).sum(dim=(0, 2)), dbeta, dh0
 
 
