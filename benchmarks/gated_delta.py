@@ -49,6 +49,7 @@ JSON (default book/results/gated_delta_<gpu>_<date>.json):
     environment  date, command, git_commit, the hardware and versions (fla_core too;
                  benchmarks/record.py), copy_GBps
     settings     the arguments
+    delta_configs  the delta kernel's launch settings (chunk_triton.CONFIGS) the run used
     precision    {rule: {"tf32x3" | "tf32": {fwd_ms, fwdbwd_ms, peak_mib, errors}}}
     dispatch     {rule: {dtype: {"kernel" | "dispatch_no_check" | "dispatch_checked":
                   {fwd_ms, fwdbwd_ms, peak_mib}}}}
@@ -302,9 +303,15 @@ def main(argv=None):
     parser.add_argument("--tol-16bit", type=float, default=2e-2)
     parser.add_argument("--budget-s", type=float, default=520.0,
                         help="start no case after this many seconds")
+    parser.add_argument("--configs", default=None, help="a JSON file of launch settings "
+                        "for the delta kernel (merged into chunk_triton.CONFIGS, e.g. the "
+                        "best of gated_delta_profile.py's sweep); recorded in the report")
     parser.add_argument("--out", default=None, help="JSON path (default: book/results/"
                         "gated_delta_<gpu>_<date>.json)")
     args = parser.parse_args(argv)
+    from hymo_mini.ops.gated_delta import chunk_triton as gdt
+    if args.configs:
+        gdt.CONFIGS.update(json.loads(Path(args.configs).read_text()))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products stay fp32 unless a case asks
     torch.backends.cudnn.allow_tf32 = False
@@ -313,6 +320,7 @@ def main(argv=None):
     path = Path(args.out) if args.out else ROOT / "book" / "results" / (
         f"gated_delta_{gpu}_{env['date'][:10]}.json")
     run = Run(args, device, path, env)
+    run.report["delta_configs"] = json.loads(json.dumps(gdt.CONFIGS))
     print(f"{run.report['environment']}", flush=True)
     triton_ok = ops.triton_usable(device)
     for section in ("precision", "dispatch"):

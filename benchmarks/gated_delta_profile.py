@@ -36,14 +36,16 @@ from benchmarks.gated_delta_backends import kernel_alone, make_inputs, with_A_lo
 from benchmarks.gdn import environment, parse_shape, rel_err, time_ms  # noqa: E402
 from hymo_mini.ops.gated_delta import chunk_kernels, chunk_states  # noqa: E402
 from hymo_mini.ops.gated_delta import chunk_triton as gdt  # noqa: E402
+from hymo_mini.ops.gla import chunk_blocks as gla_blocks  # noqa: E402
+from hymo_mini.ops.gla import chunk_states as gla_states  # noqa: E402
 
 IN_CHUNK = ("wy_fwd", "output", "du_local", "chunk_bwd")
 STATES = ("state_fwd", "state_bwd")
 KERNELS = {"_wy_fwd_kernel": "wy_fwd", "_output_kernel": "output",
            "_du_local_kernel": "du_local", "_chunk_bwd_kernel": "chunk_bwd",
            "_state_fwd_kernel": "state_fwd", "_state_bwd_kernel": "state_bwd"}
-WARPS = (1, 2, 4, 8)
-STATE_SETTINGS = ((32, 2, 1), (16, 1, 3), (16, 2, 3), (8, 1, 3))  # (split, warps, stages)
+GLA_KERNELS = ("_chunk_delta_kernel", "_state_scan_kernel", "_output_fwd_kernel",
+               "_state_bwd_kernel", "_chunk_bwd_kernel")
 
 
 def kernel_us(fn, runs=5) -> dict:
@@ -62,11 +64,11 @@ def kernel_us(fn, runs=5) -> dict:
     return {k: round(statistics.median(v), 1) for k, v in times.items()}
 
 
-def compiled_info() -> dict:
+def compiled_info(modules=(chunk_kernels, chunk_states), names=tuple(KERNELS)) -> dict:
     """{kernel: [{n_regs, n_spills, shared, num_warps}, ...]} for every compiled variant."""
     out = {}
-    for name, setting in KERNELS.items():
-        fn = getattr(chunk_kernels, name, None) or getattr(chunk_states, name)
+    for name in names:
+        fn = next((getattr(m, name) for m in modules if hasattr(m, name)), None)
         rows = []
         for cache in getattr(fn, "device_caches", {}).values():
             kernels = cache[0] if isinstance(cache, tuple) else cache
@@ -76,8 +78,33 @@ def compiled_info() -> dict:
                              "n_spills": getattr(k, "n_spills", None),
                              "shared": getattr(meta, "shared", None),
                              "num_warps": getattr(meta, "num_warps", None)})
-        out[setting] = rows
+        out[name] = rows
     return out
+
+
+def gla_report(shape, device) -> dict:
+    """The gla chunk kernel (the model's default rule) in bf16: kernel times, registers."""
+    from benchmarks.gated_delta_backends import kernel_alone as alone
+    inputs, do = make_inputs(*parse_shape(shape), torch.bfloat16, device)
+    fn = with_A_log(alone("gla"))
+    leaves = [t.detach().requires_grad_() for t in inputs]
+
+    def fwdbwd():
+        return torch.autograd.grad(fn(*leaves), leaves[:5], do)
+    from torch.profiler import ProfilerActivity, profile
+    fwdbwd()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            fwdbwd()
+        torch.cuda.synchronize()
+    times = defaultdict(list)
+    for ev in prof.events():
+        if ev.device_type.name == "CUDA" and ev.name in GLA_KERNELS:
+            times[ev.name].append(getattr(ev, "device_time", None) or ev.cuda_time)
+    return {"kernels_us": {k: round(statistics.median(v), 1) for k, v in times.items()},
+            "fwdbwd_ms": time_ms(fwdbwd, device),
+            "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
 
 
 class Case:
@@ -124,11 +151,11 @@ def setting(chunk, warps, state, inverse="levels") -> dict:
     return cfg
 
 
-def sweep(case) -> dict:
+def sweep(case, chunks, warps_list, states) -> dict:
     trials, best = [], {}
-    for chunk in gdt.CHUNKS:
+    for chunk in chunks:
         per_kernel = defaultdict(list)  # kernel -> [(us, its config)]
-        for warps, state in zip(WARPS, STATE_SETTINGS, strict=True):
+        for warps, state in zip(warps_list, states, strict=True):
             cfg = setting(chunk, warps, state)
             gdt.CONFIGS.update(copy.deepcopy(cfg))
             row = case.run(times=False)
@@ -161,6 +188,13 @@ def main(argv=None):
     parser.add_argument("--dtypes", nargs="*", default=["float32", "float32_tf32", "bfloat16"])
     parser.add_argument("--sweep-dtype", default="float32")
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--chunks", nargs="*", type=int, default=list(gdt.CHUNKS))
+    parser.add_argument("--warps", nargs="*", type=int, default=[1, 2, 4, 8],
+                        help="the in-chunk kernels' warps, one setting per run")
+    parser.add_argument("--states", nargs="*", default=["32,2,1", "16,1,3", "16,2,3", "8,1,3"],
+                        help="split,warps,stages of the sequential passes, paired with --warps")
+    parser.add_argument("--gla", action="store_true", help="also the gla kernel, bf16")
+    parser.add_argument("--best-out", default=None, help="write the best setting here (JSON)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     device = torch.device("cuda")
@@ -178,9 +212,19 @@ def main(argv=None):
         save()
     report["compiled"] = compiled_info()
     save()
+    if args.gla:
+        report["gla"] = gla_report(args.shape, device)
+        print("gla", report["gla"], flush=True)
+        save()
     if not args.no_sweep:
+        states = [tuple(int(x) for x in s.split(",")) for s in args.states]
         try:
-            report["sweep"] = sweep(Case(args.shape, args.sweep_dtype, device))
+            report["sweep"] = sweep(Case(args.shape, args.sweep_dtype, device), args.chunks,
+                                    args.warps, states)
+            best = report["sweep"].get("best_per_chunk", {})
+            if best and args.best_out:
+                chunk = min(best, key=lambda c: best[c].get("fwdbwd_ms", float("inf")))
+                Path(args.best_out).write_text(json.dumps(best[chunk]["config"]))
         finally:
             gdt.CONFIGS.clear()
             gdt.CONFIGS.update(saved)

@@ -186,27 +186,14 @@ def _du_local_kernel(b, c, g, A, do, du, T,
 
 
 @triton.jit
-def _solve_grads(b_k, b_v, b_u, b_du, b_h, b_G, b_beta, b_l, b_A, o_i, BT: tl.constexpr,
-                 LOG2_BT: tl.constexpr, PRECISION: tl.constexpr, INVERSE: tl.constexpr):
-    """Back through the solve (I + M) U = diag(β) R, R = V - K̃ H_0, given dU [BT, BD]:
-    dv [BT, BD], dM (pairs s < t) [BT, BT], dβ [BT] and dK̃ [BT, BS]."""
-    b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION, INVERSE)
-    b_dX = tl.dot(tl.trans(b_Ti), b_du, input_precision=PRECISION)  # [BT, BD] (I + M)⁻ᵀ dU
-    b_R = b_v - tl.dot(b_k * b_G, b_h, input_precision=PRECISION)  # [BT, BD]
-    b_dM = -tl.dot(b_dX, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
-    b_dM = tl.where(o_i[:, None] > o_i[None, :], b_dM, 0.0)  # pairs s < t
-    b_dbeta = tl.sum(b_dX * b_R, axis=1) + tl.sum(b_dM * b_Mk, axis=1)  # [BT]
-    b_dKt = -b_beta[:, None] * tl.dot(b_dX, tl.trans(b_h), input_precision=PRECISION)
-    return b_beta[:, None] * b_dX, b_dM, b_dbeta, b_dKt
-
-
-@triton.jit
 def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, dA, dbeta, T,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                       PRECISION: tl.constexpr, INVERSE: tl.constexpr):
     """Every gradient of one chunk from its start state H_0, the gradient at its end dH_C,
-    U and dU (chunk_triton's docstring derives each line)."""
+    U and dU (chunk_triton's docstring derives each line). Written in the order that keeps
+    the fewest tiles alive: each input is read just before its first use and each result
+    stored once it is final (at 32-step chunks, all of them at once spilled registers)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BT)
@@ -215,48 +202,60 @@ def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, d
     row0 = i_b.to(tl.int64) * T * H + i_h
     o_t = i_c * BT + o_i
     m_t = o_t < T
+    o_row = row0 + o_t[:, None] * H  # [BT, 1]
+    m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
+    o_h = (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
+    m_h = m_s[:, None] & m_d[None, :]
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = _gate_sums(b_g, o_i, BT)
-    b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_du = _rows(du, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    o_h = (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
-    m_h = m_s[:, None] & m_d[None, :]
-    b_h = tl.load(hs + o_h, mask=m_h, other=0.0)  # [BS, BD] H_0
-    b_dh = tl.load(dhs + o_h, mask=m_h, other=0.0)  # [BS, BD] dH_C
     b_G = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] Γ: chunk start -> t
+    # back through the solve (I + M) U = diag(β) R, R = V - K̃ H_0
+    b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION, INVERSE)
+    b_du = _rows(du, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_dX = tl.dot(tl.trans(b_Ti), b_du, input_precision=PRECISION)  # [BT, BD] (I + M)⁻ᵀ dU
+    b_h = tl.load(hs + o_h, mask=m_h, other=0.0)  # [BS, BD] H_0
+    b_dKt = -b_beta[:, None] * tl.dot(b_dX, tl.trans(b_h), input_precision=PRECISION)
+    b_R = _rows(v, row0, o_t, m_t, o_d, m_d, D, H) - tl.dot(b_k * b_G, b_h,
+                                                           input_precision=PRECISION)
+    b_dbeta = tl.sum(b_dX * b_R, axis=1)  # [BT] (the erasures' part below)
+    tl.store(dv + o_row * D + o_d[None, :], (b_beta[:, None] * b_dX).to(dv.dtype.element_ty),
+             mask=m_tD)
+    b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_dM = -tl.dot(b_dX, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
+    b_dM = tl.where(o_i[:, None] > o_i[None, :], b_dM, 0.0)  # pairs s < t
+    b_dbeta += tl.sum(b_dM * b_Mk, axis=1)
+    tl.store(dbeta + row0 + o_t * H, b_dbeta.to(dbeta.dtype.element_ty), mask=m_t)
+    # the pairs s < t of Mk (b against b), level by level: row side, column side
+    b_dk, b_dkc, b_dlog = _pair_grads(b_k, b_k, b_beta[:, None] * b_dM, b_l, b_A, o_i,
+                                      LOG2_BT, PRECISION)
+    b_dk += b_dkc + b_G * b_dKt  # [BT, BS]
+    b_dlog += tl.cumsum(b_k * b_G * b_dKt, axis=0, reverse=True)
+    # through H_C = Γ_C ⊙ H_0 + K̂ᵀ U
+    b_dh = tl.load(dhs + o_h, mask=m_h, other=0.0)  # [BS, BD] dH_C
+    b_dlog += (tl.exp(b_lend * b_A) * tl.sum(b_h * b_dh, axis=1))[None, :]
     b_Ge = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> chunk end
-    b_dv, b_dM, b_dbeta, b_dKt = _solve_grads(b_k, b_v, b_u, b_du, b_h, b_G, b_beta, b_l,
-                                              b_A, o_i, BT, LOG2_BT, PRECISION, INVERSE)
-    # through O = Q̃ H_0 + P U and H_C = Γ_C ⊙ H_0 + K̂ᵀ U
-    b_dQt = tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
-    b_dKh = tl.dot(b_u, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+    b_dKh = b_Ge * tl.dot(b_u, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+    b_dk += b_dKh
+    b_y = b_k * b_dKh  # [BT, BS] the writes carried to the chunk end
+    b_dlog += tl.cumsum(b_y, axis=0) - b_y  # exclusive prefix sum
+    # through O = Q̃ H_0 + P U
+    b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_dQt = b_G * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS] Γ ⊙ dQ̃
+    b_dlog += tl.cumsum(b_q * b_dQt, axis=0, reverse=True)
     b_dP = tl.dot(b_do, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
     b_dPd = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_dP, 0.0), axis=1)  # [BT]
     b_dP = tl.where(o_i[:, None] > o_i[None, :], b_dP, 0.0)  # pairs s < t
-    # the pairs s < t of P (c against b) and of Mk (b against b), level by level
-    b_dqP, b_dkP, b_dlog = _pair_grads(b_q, b_k, b_dP, b_l, b_A, o_i, LOG2_BT, PRECISION)
-    b_dkMr, b_dkMc, b_dlogM = _pair_grads(b_k, b_k, b_beta[:, None] * b_dM, b_l, b_A, o_i,
-                                          LOG2_BT, PRECISION)  # row side, column side
-    b_dq = b_G * b_dQt + b_dqP + b_dPd[:, None] * b_k  # [BT, BS]
-    b_dk = b_G * b_dKt + b_Ge * b_dKh + b_dkP + b_dPd[:, None] * b_q + b_dkMr + b_dkMc
-    # dlog_t: every decay factor that spans step t, each term carrying its own factor
-    b_y = b_k * b_Ge * b_dKh  # [BT, BS] the writes carried to the chunk end
-    b_dlog += b_dlogM + tl.cumsum(b_y, axis=0) - b_y  # exclusive prefix sum
-    b_dlog += tl.cumsum(b_q * b_G * b_dQt + b_k * b_G * b_dKt, axis=0, reverse=True)
-    b_dlog += (tl.exp(b_lend * b_A) * tl.sum(b_h * b_dh, axis=1))[None, :]
-    b_dlog = tl.where(m_t[:, None], b_dlog, 0.0)
-    o_row = row0 + o_t[:, None] * H  # [BT, 1]
-    m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
-    tl.store(dv + o_row * D + o_d[None, :], b_dv.to(dv.dtype.element_ty), mask=m_tD)
+    b_dq, b_dkP, b_dlogP = _pair_grads(b_q, b_k, b_dP, b_l, b_A, o_i, LOG2_BT, PRECISION)
+    b_dq += b_dQt + b_dPd[:, None] * b_k  # [BT, BS]
     tl.store(dc + o_row * S + o_s[None, :], b_dq.to(dc.dtype.element_ty), mask=m_tS)
+    b_dk += b_dkP + b_dPd[:, None] * b_q
     tl.store(db + o_row * S + o_s[None, :], b_dk.to(db.dtype.element_ty), mask=m_tS)
-    tl.store(dbeta + row0 + o_t * H, b_dbeta.to(dbeta.dtype.element_ty), mask=m_t)
+    # dlog_t: every decay factor that spans step t, each term carrying its own factor
+    b_dlog = tl.where(m_t[:, None], b_dlog + b_dlogP, 0.0)
     tl.store(dg + row0 + o_t * H,
              tl.sum(b_dlog * b_A[None, :], axis=1).to(dg.dtype.element_ty), mask=m_t)
     tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s,
