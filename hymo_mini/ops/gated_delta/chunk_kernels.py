@@ -67,46 +67,54 @@ def _erasures(b_k, b_beta, b_l, b_A, o_i, BT: tl.constexpr, LOG2_BT: tl.constexp
 
 
 @triton.jit
-def _pair_grads(b_x, b_y, b_dW, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
+def _pair_grads(b_q, b_k, b_dP, b_dMk, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
                 PRECISION: tl.constexpr):
-    """Gradients of the pairs s < t of W_ts = Σ_n x_tn y_sn E_tsn, given dW [BT, BT]
-    (zero unless s < t): dx [BT, BS], dy [BT, BS] and their part of dlog [BT, BS].
+    """Gradients of the pairs s < t of P_ts = Σ_n c_tn b_sn E_tsn and of
+    Mk_ts = Σ_n b_tn b_sn E_tsn, given dP and dMk [BT, BT] (zero unless s < t):
+    dc [BT, BS], db [BT, BS] (both of Mk's sides and P's column side) and their part of
+    dlog [BT, BS].
 
     Level by level (``_level``): E_ts = X_t X_s split at r, X_t spanning steps (r, t] and
     X_s steps (s, r]. A pair's term z = x_t dW_ts y_s E_ts reaches dlog_i for every i in
     (s, t]: through X_t for i in (r, t], through X_s for i in (s, r]. Summed per row
     (ρ_t = x_t ⊙ dx_t on t rows, κ_s = y_s ⊙ dy_s on s rows), each row's sum goes to the
-    steps its own factor spans: one 0/1 matrix product, and no term is ever subtracted."""
-    b_dx = tl.zeros_like(b_x)
-    b_dy = tl.zeros_like(b_y)
-    b_dlog = tl.zeros_like(b_x)
+    steps its own factor spans: one 0/1 matrix product per level serves both matrices,
+    and no term is ever subtracted."""
+    b_dq = tl.zeros_like(b_q)
+    b_dk = tl.zeros_like(b_k)
+    b_dlog = tl.zeros_like(b_q)
+    i, j = o_i[:, None], o_i[None, :]
     for k in tl.static_range(LOG2_BT):
         b_gap, m_k = _level(b_l, o_i, k)
         hi = o_i >> k  # [BT]
         is_t = (hi & 1) == 1  # [BT]
         o_r = tl.where(is_t, hi, hi + 1) << k  # [BT] each row's split point r
         b_X = tl.exp(b_gap[:, None] * b_A[None, :])  # [BT, BS] in [0, 1]
-        b_dWk = tl.where(m_k, b_dW, 0.0)  # [BT, BT]
-        b_dxk = b_X * tl.dot(b_dWk, b_y * b_X, input_precision=PRECISION)  # [BT, BS]
-        b_dyk = b_X * tl.dot(tl.trans(b_dWk), b_x * b_X, input_precision=PRECISION)
-        b_dx += b_dxk
-        b_dy += b_dyk
+        b_qX, b_kX = b_q * b_X, b_k * b_X
+        b_dPk = tl.where(m_k, b_dP, 0.0)  # [BT, BT]
+        b_dMkk = tl.where(m_k, b_dMk, 0.0)  # [BT, BT]
+        b_dqk = b_X * tl.dot(b_dPk, b_kX, input_precision=PRECISION)  # [BT, BS] P, t side
+        b_dkk = b_X * (tl.dot(tl.trans(b_dPk), b_qX, input_precision=PRECISION)  # P, s side
+                       + tl.dot(b_dMkk, b_kX, input_precision=PRECISION)  # Mk, t side
+                       + tl.dot(tl.trans(b_dMkk), b_kX, input_precision=PRECISION))  # s side
+        b_dq += b_dqk
+        b_dk += b_dkk
         # step i gets row j's sum where j's factor spans i: (r_j, j] or (j, r_j]
-        i, j = o_i[:, None], o_i[None, :]
         m_span = ((is_t[None, :] & (o_r[None, :] < i) & (i <= j))
                   | ((~is_t[None, :]) & (j < i) & (i <= o_r[None, :])))  # [BT, BT]
-        b_z = b_x * b_dxk + b_y * b_dyk  # [BT, BS] ρ on t rows, κ on s rows
+        b_z = b_q * b_dqk + b_k * b_dkk  # [BT, BS] ρ on t rows, κ on s rows
         b_dlog += tl.dot(tl.where(m_span, 1.0, 0.0), b_z, input_precision=PRECISION)
-    return b_dx, b_dy, b_dlog
+    return b_dq, b_dk, b_dlog
 
 
 @triton.jit
-def _wy_fwd_kernel(v, b, g, A, beta, uv, w, T,
+def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, T,
                    H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                    BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                    PRECISION: tl.constexpr, INVERSE: tl.constexpr):
     """One chunk's WY quantities: Uv = (I + M)⁻¹ diag(β) V [BT, BD] and
-    W = (I + M)⁻¹ diag(β) K̃ [BT, BS], K̃ = b ⊙ exp(L A)."""
+    W = (I + M)⁻¹ diag(β) K̃ [BT, BS], K̃ = b ⊙ exp(L A); and Mk, (I + M)⁻¹ [BT, BT] for
+    the backward."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
@@ -120,8 +128,11 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, T,
     b_l, _ = _gate_sums(b_g, o_i, BT)
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    _, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION,
-                        INVERSE)  # [BT, BT]
+    b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION,
+                           INVERSE)  # [BT, BT]
+    o_tt = (i_bh.to(tl.int64) * tl.cdiv(T, BT) + i_c) * BT * BT + o_i[:, None] * BT + o_i[None, :]
+    tl.store(mk + o_tt, b_Mk)
+    tl.store(ti + o_tt, b_Ti)
     b_Kt = b_k * tl.exp(b_l[:, None] * b_A[None, :]) * b_beta[:, None]  # [BT, BS] β K̃
     b_w = tl.dot(b_Ti, b_Kt, input_precision=PRECISION)  # [BT, BS]
     b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD]
@@ -186,14 +197,14 @@ def _du_local_kernel(b, c, g, A, do, du, T,
 
 
 @triton.jit
-def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, dA, dbeta, T,
-                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                      BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
-                      PRECISION: tl.constexpr, INVERSE: tl.constexpr):
+def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, mk, ti, dv, db, dc, dg, dA,
+                      dbeta, T, H: tl.constexpr, S: tl.constexpr, D: tl.constexpr,
+                      BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
+                      LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
     """Every gradient of one chunk from its start state H_0, the gradient at its end dH_C,
-    U and dU (chunk_triton's docstring derives each line). Written in the order that keeps
-    the fewest tiles alive: each input is read just before its first use and each result
-    stored once it is final (at 32-step chunks, all of them at once spilled registers)."""
+    U, dU, and the forward's Mk and (I + M)⁻¹ (chunk_triton's docstring derives each
+    line). Written in the order that keeps the fewest tiles alive: each input is read just
+    before its first use and each result stored once it is final."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BT)
@@ -213,7 +224,8 @@ def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, d
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_G = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] Γ: chunk start -> t
     # back through the solve (I + M) U = diag(β) R, R = V - K̃ H_0
-    b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION, INVERSE)
+    o_tt = (i_bh.to(tl.int64) * NC + i_c) * BT * BT + o_i[:, None] * BT + o_i[None, :]
+    b_Ti = tl.load(ti + o_tt)  # [BT, BT] (I + M)⁻¹
     b_du = _rows(du, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
     b_dX = tl.dot(tl.trans(b_Ti), b_du, input_precision=PRECISION)  # [BT, BD] (I + M)⁻ᵀ dU
     b_h = tl.load(hs + o_h, mask=m_h, other=0.0)  # [BS, BD] H_0
@@ -226,13 +238,10 @@ def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, d
     b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
     b_dM = -tl.dot(b_dX, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
     b_dM = tl.where(o_i[:, None] > o_i[None, :], b_dM, 0.0)  # pairs s < t
-    b_dbeta += tl.sum(b_dM * b_Mk, axis=1)
+    b_dbeta += tl.sum(b_dM * tl.load(mk + o_tt), axis=1)
     tl.store(dbeta + row0 + o_t * H, b_dbeta.to(dbeta.dtype.element_ty), mask=m_t)
-    # the pairs s < t of Mk (b against b), level by level: row side, column side
-    b_dk, b_dkc, b_dlog = _pair_grads(b_k, b_k, b_beta[:, None] * b_dM, b_l, b_A, o_i,
-                                      LOG2_BT, PRECISION)
-    b_dk += b_dkc + b_G * b_dKt  # [BT, BS]
-    b_dlog += tl.cumsum(b_k * b_G * b_dKt, axis=0, reverse=True)
+    b_dk = b_G * b_dKt  # [BT, BS]
+    b_dlog = tl.cumsum(b_k * b_dk, axis=0, reverse=True)  # [BT, BS]
     # through H_C = Γ_C ⊙ H_0 + K̂ᵀ U
     b_dh = tl.load(dhs + o_h, mask=m_h, other=0.0)  # [BS, BD] dH_C
     b_dlog += (tl.exp(b_lend * b_A) * tl.sum(b_h * b_dh, axis=1))[None, :]
@@ -249,7 +258,9 @@ def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg, d
     b_dP = tl.dot(b_do, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
     b_dPd = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_dP, 0.0), axis=1)  # [BT]
     b_dP = tl.where(o_i[:, None] > o_i[None, :], b_dP, 0.0)  # pairs s < t
-    b_dq, b_dkP, b_dlogP = _pair_grads(b_q, b_k, b_dP, b_l, b_A, o_i, LOG2_BT, PRECISION)
+    # the pairs s < t of P (c against b) and of Mk (b against b), level by level
+    b_dq, b_dkP, b_dlogP = _pair_grads(b_q, b_k, b_dP, b_beta[:, None] * b_dM, b_l, b_A,
+                                       o_i, LOG2_BT, PRECISION)
     b_dq += b_dQt + b_dPd[:, None] * b_k  # [BT, BS]
     tl.store(dc + o_row * S + o_s[None, :], b_dq.to(dc.dtype.element_ty), mask=m_tS)
     b_dk += b_dkP + b_dPd[:, None] * b_q

@@ -86,14 +86,16 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 CHUNKS = (16, 32, 64)  # BT: a power of two, and at least 16 for tl.dot
 INVERSES = ("levels", "rows")  # how (I + M)⁻¹ is formed: merged blocks, or row by row
 # Launch settings per kernel. "split": value columns per sequential program of the
-# chunk-to-chunk passes; "inverse": one of INVERSES. Not tuned on a GPU.
-CONFIGS = {"chunk": 32, "inverse": "levels",
-           "wy_fwd": dict(num_warps=4, num_stages=1),
-           "output": dict(num_warps=4, num_stages=1),
-           "du_local": dict(num_warps=4, num_stages=1),
+# chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
+# benchmarks/gated_delta_profile.py (book/results/gated_delta_profile_h200_2026-12-01.json):
+# at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
+CONFIGS = {"chunk": 16, "inverse": "levels",
+           "wy_fwd": dict(num_warps=1, num_stages=1),
+           "output": dict(num_warps=1, num_stages=1),
+           "du_local": dict(num_warps=1, num_stages=1),
            "chunk_bwd": dict(num_warps=4, num_stages=1),
-           "state_fwd": dict(split=32, num_warps=2, num_stages=1),
-           "state_bwd": dict(split=32, num_warps=2, num_stages=1)}
+           "state_fwd": dict(split=16, num_warps=2, num_stages=3),
+           "state_bwd": dict(split=16, num_warps=2, num_stages=3)}
 # the interpreter runs programs one after another: short chunks, fewest programs
 INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels",
                      **{k: dict(num_warps=1, num_stages=1)
@@ -132,7 +134,9 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
     w = v.new_empty(B, T, H, S, dtype=torch.float32)
-    _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, T, **in_chunk,
+    BT = sizes["BT"]
+    mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
+    _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, T, **in_chunk,
                                 INVERSE=_config("inverse"), **_launch("wy_fwd"))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
@@ -141,10 +145,10 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
                                      PRECISION=precision, **_launch("state_fwd"))
     o = torch.empty_like(v)
     _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk, **_launch("output"))
-    return o, ht, hs, u, w
+    return o, ht, hs, u, w, mk, ti
 
 
-def _backward(v, b, c, g, A, beta, hs, u, w, do, dht, with_h0, precision):
+def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision):
     B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b, "state_bwd")
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     du = v.new_empty(B, T, H, D, dtype=torch.float32)  # Pᵀ dO, then dU in place
@@ -157,9 +161,8 @@ def _backward(v, b, c, g, A, beta, hs, u, w, do, dht, with_h0, precision):
                                      **_launch("state_bwd"))
     dv, db, dc, dg, dbeta = (torch.empty_like(t) for t in (v, b, c, g, beta))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
-    _chunk_bwd_kernel[(NC, B * H)](v, b, c, g, A, beta, hs, dhs, u, du, do, dv, db, dc, dg,
-                                   dA, dbeta, T, **in_chunk, INVERSE=_config("inverse"),
-                                   **_launch("chunk_bwd"))
+    _chunk_bwd_kernel[(NC, B * H)](v, b, c, g, A, beta, hs, dhs, u, du, do, mk, ti, dv, db,
+                                   dc, dg, dA, dbeta, T, **in_chunk, **_launch("chunk_bwd"))
     return dv, db, dc, dg, dA.view(B, H, NC, S).sum(dim=(0, 2)), dbeta, dh0
 
 
@@ -173,8 +176,9 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
         # fp32-grade products if any of the multiplied inputs carries fp32 or more
         precision = dot_precision(torch.promote_types(torch.promote_types(v.dtype, b.dtype),
                                                       c.dtype))
-        o, ht, hs, u, w = _forward(v, b, c, g, A, beta, h0, output_final_state, precision)
-        ctx.save_for_backward(v, b, c, g, A, beta, hs, u, w)
+        o, ht, hs, u, w, mk, ti = _forward(v, b, c, g, A, beta, h0, output_final_state,
+                                           precision)
+        ctx.save_for_backward(v, b, c, g, A, beta, hs, u, w, mk, ti)
         ctx.precision = precision
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
         if ht is not None and v.dtype == torch.float64:
@@ -183,11 +187,12 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do, dht):
-        v, b, c, g, A, beta, hs, u, w = ctx.saved_tensors
+        v, b, c, g, A, beta, hs, u, w, mk, ti = ctx.saved_tensors
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None
-        dv, db, dc, dg, dA, dbeta, dh0 = _backward(v, b, c, g, A, beta, hs, u, w, do, dht,
-                                                   ctx.h0_dtype is not None, ctx.precision)
+        dv, db, dc, dg, dA, dbeta, dh0 = _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do,
+                                                   dht, ctx.h0_dtype is not None,
+                                                   ctx.precision)
         if dh0 is not None:
             dh0 = dh0.to(ctx.h0_dtype)
         return dv, db, dc, dg, dA.to(A.dtype), dbeta, dh0, None
