@@ -5,13 +5,13 @@
 
 Variants (hymo_mini.mqar.VARIANTS): all-GDN with either rule (the documented "gla" or the
 true gated delta rule "delta"), all-MLA, and the 3:1 hybrid with MLA first
-(mla_position="first") or last ("last"), each with either rule. Every (variant, seed) run trains exactly
---steps steps on the --train mixture (no time limit cuts a run short: the seed sets the
-model's initialisation, the batches and the task order), then is scored on every --eval
-N:T task, on the same held-out sequences for every run. Runs go to --jobs worker processes,
-seed by seed (all variants of seed 0 first), so a sweep stopped early keeps whole seeds;
-the JSON is rewritten after every finished run, and at --budget-s the runs still going are
-stopped and listed as unfinished.
+(mla_position="first") or last ("last"), each with either rule. Every (variant, seed) run
+trains exactly --steps steps on the --train mixture (no time limit cuts a run short: the
+seed sets the model's initialisation, the batches and the task order), then is scored on
+every --eval N:T task, on the same held-out sequences for every run. Runs go to --jobs
+worker processes, seed by seed (all variants of seed 0 first), so a sweep stopped early
+keeps whole seeds; the JSON is rewritten after every finished run, and at --budget-s the
+runs still going are stopped and listed as unfinished.
 
 JSON (default book/results/mqar_seeds_<gpu or cpu>_<date>.json):
     benchmark   "mqar_seeds";  date, command, git_commit, hardware (platform, python,

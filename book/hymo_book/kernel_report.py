@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hymo_book.kernel_chapter import document_launches, launches_per_step
-from hymo_book.kernel_runs import GATED_DELTA_RUN
+from hymo_book.kernel_runs import DELTA_PEERS_RUN
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
@@ -140,7 +140,7 @@ def launch_arithmetic(run: str = RECURRENT_RUN, key: str = "B4_T4096_H40_float32
 DELTA_TARGETS = {"fwdbwd_over_kda": 0.8, "peak_over_kda": 1.0, "fwd_over_floor": 4.0}
 
 
-def targets_summary(delta_run: str = GATED_DELTA_RUN) -> CaptionedTable:
+def targets_summary(delta_run: str = DELTA_PEERS_RUN) -> CaptionedTable:
     """Every target set for the package's chunked kernels, with the limit, the worst value
     measured and the verdict: the gla kernel's three (hymo_book.kernel_targets, scored on
     the benchmark of record, and its forward alone on the kernel-only run) and the delta

@@ -14,12 +14,15 @@ from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["GATED_DELTA_RUN", "GATED_DELTA_BF16_RUN", "MOE_RUN", "CONFIG_SWEEP_RUN",
+__all__ = ["GATED_DELTA_RUN", "GATED_DELTA_BF16_RUN", "DELTA_PEERS_RUN", "MOE_RUN",
+           "CONFIG_SWEEP_RUN",
            "precision_table", "dispatch_table", "delta_peers_table", "delta_peak_bytes",
            "moe_dispatch_table", "config_sweep_table"]
 
 GATED_DELTA_RUN = "gated_delta_h200_2026-12-01.json"
 GATED_DELTA_BF16_RUN = "gated_delta_bf16_h200_2026-12-01.json"
+# the delta rule's kernel after its tuning (16-step chunks, Mk and (I + M)⁻¹ kept), peers only
+DELTA_PEERS_RUN = "gated_delta_h200_2026-12-02.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
 CONFIG_SWEEP_RUN = "chunk_sweep_h200_2026-11-30.json"
 
@@ -88,8 +91,7 @@ _PEER_LABELS = {"chunk_triton": "hymo Triton chunk", "chunk_triton_kernel": "  i
                 "fla_chunk_gdr": "fla chunk_gated_delta_rule (one decay per head)"}
 
 
-def delta_peers_table(runs: tuple[str, ...] = (GATED_DELTA_RUN, GATED_DELTA_BF16_RUN)
-                      ) -> CaptionedTable:
+def delta_peers_table(runs: tuple[str, ...] = (DELTA_PEERS_RUN,)) -> CaptionedTable:
     """The delta rule's backends at B = 4, T = 4,096: the fp32 shape of the first run and
     the bf16 shape of the last run that has one. Each row: forward, forward + backward, peak
     memory and output error against the fp64 loop, and forward + backward over fla
@@ -120,14 +122,16 @@ def delta_peers_table(runs: tuple[str, ...] = (GATED_DELTA_RUN, GATED_DELTA_BF16
 
 
 def delta_peak_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: int = 32,
-                     itemsize: int = 4, chunk: int = 32) -> dict:
+                     itemsize: int = 4, chunk: int = 16) -> dict:
     """What one forward + backward of the delta rule's chunked kernel allocates beyond its
     inputs, by tensor (the prediction of the benchmark's peak_mib): o and the gradients in
-    the inputs' dtype; the forward's W (B·T·H·S) and U (B·T·H·D), the chunk-start states and
-    the backward's dU, chunk-end state gradients and per-chunk dA, all fp32."""
+    the inputs' dtype; the forward's W (B·T·H·S) and U (B·T·H·D), the chunk-start states, Mk
+    and (I + M)⁻¹ (chunk × chunk per chunk) and the backward's dU, chunk-end state gradients
+    and per-chunk dA, all fp32."""
     n, states = B * T * H, B * H * math.ceil(T / chunk)
     rows = {"o": n * D * itemsize, "W, U": n * (S + D) * 4,
-            "chunk-start states": states * S * D * 4, "dU": n * D * 4,
+            "chunk-start states": states * S * D * 4,
+            "Mk, (I + M)⁻¹": 2 * states * chunk * chunk * 4, "dU": n * D * 4,
             "chunk-end state gradients": states * S * D * 4,
             "dA per chunk": states * S * 4, "dv, db, dc": n * (D + 2 * S) * itemsize,
             "dg, dβ": 2 * n * itemsize}

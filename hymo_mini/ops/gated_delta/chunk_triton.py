@@ -12,8 +12,10 @@ state the chunk starts with and H_C the one it ends with:
     O = Q̃ H_0 + P U,   H_C = Γ_C ⊙ H_0 + K̂ᵀ U
 
 Forward, three launches: every chunk's Uv, W at once (``_wy_fwd_kernel``: the pairs of
-Mk by the gla kernel's levels, so every decay factor is in [0, 1]; (I + M)⁻¹ by forward
-substitution, row by row, in fp32); a sequential pass per (batch, head, value columns)
+Mk by the gla kernel's levels, so every decay factor is in [0, 1]; (I + M)⁻¹ in fp32 by
+merging diagonal blocks level by level, ``chunk_kernels._unit_lower_inverse_levels``, or
+row by row with ``CONFIGS["inverse"] = "rows"``; Mk and (I + M)⁻¹ are kept for the
+backward); a sequential pass per (batch, head, value columns)
 that stores each H_0 and U (``chunk_states._state_fwd_kernel``); every chunk's O at once
 (``_output_kernel``).
 
@@ -32,8 +34,8 @@ end, and writing R = V - K̃ H_0 (so that (I + M) U = diag(β) R):
 
 (e_s = exp((L_C - L_s) A)). The first two lines are the chunk-to-chunk pass, right to
 left (``chunk_states._state_bwd_kernel``, after ``_du_local_kernel`` has put Pᵀ dO in
-place); the rest is one program per chunk (``_chunk_bwd_kernel``), which recomputes Mk
-and (I + M)⁻¹ from the chunk's inputs and reads H_0, dH_C, U and dU from memory.
+place); the rest is one program per chunk (``_chunk_bwd_kernel``), which reads Mk,
+(I + M)⁻¹, H_0, dH_C, U and dU from memory.
 
 The gate: dlog_i (S,), the gradient of the log-decay g_i A, collects every decay factor
 that spans step i: Γ_t for t ≥ i, e_s for s < i, E_ts for s < i ≤ t and Γ_C:
@@ -51,15 +53,16 @@ of the pair part, Σ_{s<i} κ_s - Σ_{t<i} ρ_t with κ, ρ the column and row s
 gla chunk kernel uses, cancels the pairs inside (0, i); at chunks of 64 steps and strong
 decay it was visibly less accurate in dA, under the interpreter in fp32.)
 
-Memory: the forward keeps W (B·T·H·S fp32), U (B·T·H·D fp32, written over Uv) and the
-chunk-start states (B·H·⌈T/BT⌉·S·D fp32); the backward adds dU and the chunk-end
-gradients. Padding steps of a ragged tail are masked loads (g = β = 0, b = c = 0).
+Memory: the forward keeps W (B·T·H·S fp32), U (B·T·H·D fp32, written over Uv), the
+chunk-start states (B·H·⌈T/BT⌉·S·D fp32) and Mk and (I + M)⁻¹ (B·H·⌈T/BT⌉·BT·BT fp32
+each); the backward adds dU and the chunk-end gradients. Padding steps of a ragged tail
+are masked loads (g = β = 0, b = c = 0).
 
 Precision (``hymo_mini.ops.precision.dot_precision``): fp32 inputs get "tf32x3" products
 (fp32-grade), plain TF32 only when PyTorch's own fp32 matmuls may use it; bf16 and fp16
 inputs use TF32. Everything accumulates in fp32; fp64 inputs are computed in fp32. o and
 the gradients come back in their inputs' dtypes, the final state in fp32 (fp64 for fp64
-inputs). The launch settings below were not tuned on a GPU.
+inputs).
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ CHUNKS = (16, 32, 64)  # BT: a power of two, and at least 16 for tl.dot
 INVERSES = ("levels", "rows")  # how (I + M)⁻¹ is formed: merged blocks, or row by row
 # Launch settings per kernel. "split": value columns per sequential program of the
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
-# benchmarks/gated_delta_profile.py (book/results/gated_delta_profile_h200_2026-12-01.json):
+# benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
 # at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
 CONFIGS = {"chunk": 16, "inverse": "levels",
            "wy_fwd": dict(num_warps=1, num_stages=1),
