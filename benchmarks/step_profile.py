@@ -30,10 +30,10 @@ MODULE_LABELS = {  # class name -> label
     "MultiTokenPrediction": "mtp", "LlamaAttention": "attention", "LlamaMLP": "mlp",
     "GatedLinearAttention": "attention", "GLAMLP": "mlp", "GatedMLP": "mlp",
 }
-KINDS = (  # first match wins
-    ("copy/cast", re.compile(r"copy|Copy|Memcpy|memcpy|cast|Cast|transpose")),
+KINDS = (  # first match wins: a CUTLASS GEMM's name can hold "Copy" (its copy atoms)
     ("attention", re.compile(r"flash|fmha|attention|Attention|sdpa")),
     ("matmul", re.compile(r"gemm|Gemm|cutlass|xmma|nvjet|wgmma|sm90|cublas|matmul|_mm")),
+    ("copy/cast", re.compile(r"copy|Copy|Memcpy|memcpy|cast|Cast|transpose")),
     ("hymo kernels", re.compile(r"^_\w+_kernel$")),  # hymo_mini's Triton kernels
     ("compiled (inductor)", re.compile(r"^triton_")),
     ("reduction", re.compile(r"reduce|Reduce|norm|softmax|sum|mean")),

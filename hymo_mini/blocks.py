@@ -17,21 +17,21 @@ Readings chosen where the document contradicts itself:
   exactly (no norm, no identity).
 
 **The compiled GDN block** (``config.gdn_impl``: "eager", "compiled", or "auto", which
-compiles while training on a CUDA GPU and runs eagerly otherwise, so CPU runs and the
-book use the eager block, the oracle). ``torch.compile`` traces :func:`gdn_block_forward`
-(the same function the eager block runs) up to the recurrence, which is marked
+compiles while training on a CUDA GPU and runs eagerly otherwise, so CPU runs and the book
+use the eager block, the oracle). ``torch.compile`` traces :func:`gdn_block_forward` (the
+same function the eager block runs) up to the recurrence, which is marked
 ``torch.compiler.disable`` (``hymo_mini.gdn.recurrence``) and stays the Triton kernel's
 custom autograd Function; so each block becomes two graphs with the kernel between them.
-What compile fuses, forward and backward: in the first graph the norm, the SiLU after the
-conv and the layout copies around it, the RoPE of b and c (their fp32 upcast, rotation and
-downcast), the decay gate sigmoid(dt + dt_bias), the output gate's sigmoid and mean, and
--exp(A_log), each a chain of element-wise passes in eager mode; in the second, the D·v skip,
-the output gate and the residual add, with the casts between bf16 and fp32 that autocast
-puts around every matmul. The matmuls and the depthwise conv stay library calls
-(cuBLAS, cuDNN). Fewer passes also means fewer saved intermediates: the partitioner
-recomputes cheap element-wise results in the backward instead of keeping them. One
-compiled function serves every GDN block (parameters are graph inputs); blocks with and
-without RoPE get a first graph each and share the second.
+What compile fuses, forward and backward: in the first graph the norm, the depthwise conv
+(written there as d_conv shifted multiply-adds, ``hymo_mini.gdn.shifted_causal_conv``) with
+the SiLU after it, the RoPE of b and c (their fp32 upcast, rotation and downcast), the decay
+gate sigmoid(dt + dt_bias), the output gate's sigmoid and mean, and -exp(A_log), each a
+chain of element-wise passes in eager mode; in the second, the D·v skip, the output gate and
+the residual add, with the casts between bf16 and fp32 that autocast puts around every
+matmul. The matmuls stay library calls (cuBLAS). Fewer passes also means fewer saved
+intermediates: the partitioner recomputes cheap element-wise results in the backward instead
+of keeping them. One compiled function serves every GDN block (parameters are graph inputs);
+blocks with and without RoPE get a first graph each and share the second.
 """
 
 from __future__ import annotations

@@ -35,3 +35,15 @@ def test_smoke_run_writes_the_report(tmp_path, monkeypatch):
     assert {"gdn_other", "mla_attention", "moe", "loss", "optimizer"} <= set(parts)
     assert set(report["ratios"]) == {"hybrid_fast_eager_gdn_b4t4096 / hybrid_reference_b4t4096"}
     assert report["targets_hybrid_b4t4096"] == {}  # no hybrid_fast_b4t4096 in this run
+
+
+def test_kernel_kinds():
+    """A CUTLASS grouped GEMM (whose mangled name holds "Copy") is a matmul; ATen's copy and
+    cast kernels are copies; flash attention is attention."""
+    from benchmarks.step_profile import _kind
+    grouped = ("_ZN7cutlass13device_kernelIN2at4cuda6detail25enable_3x_kernel_for_sm9xINS_4gemm"
+               "6kernel13GemmUniversalINS5_17GroupProblemShapeE_SM90_TMA_LOAD_Copy_Atom")
+    assert _kind(grouped) == "matmul"
+    assert _kind("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_"
+                 "cuda(at::TensorIteratorBase&)") == "copy/cast"
+    assert _kind("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16") == "attention"
