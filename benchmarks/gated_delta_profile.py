@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -34,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.gated_delta_backends import kernel_alone, make_inputs, with_A_log  # noqa: E402
 from benchmarks.gdn import environment, parse_shape, rel_err, time_ms  # noqa: E402
+from benchmarks.gdn_chunk_profile import kernel_times  # noqa: E402
 from hymo_mini.ops.gated_delta import chunk_kernels, chunk_states  # noqa: E402
 from hymo_mini.ops.gated_delta import chunk_triton as gdt  # noqa: E402
 from hymo_mini.ops.gla import chunk_blocks as gla_blocks  # noqa: E402
@@ -48,20 +48,11 @@ GLA_KERNELS = ("_chunk_delta_kernel", "_state_scan_kernel", "_output_fwd_kernel"
                "_state_bwd_kernel", "_chunk_bwd_kernel")
 
 
-def kernel_us(fn, runs=5) -> dict:
-    """Median device time (µs) per hymo kernel over ``runs`` calls of fn."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            fn()
-        torch.cuda.synchronize()
-    times = defaultdict(list)
-    for ev in prof.events():
-        if ev.device_type.name == "CUDA" and ev.name in KERNELS:
-            times[KERNELS[ev.name]].append(getattr(ev, "device_time", None) or ev.cuda_time)
-    return {k: round(statistics.median(v), 1) for k, v in times.items()}
+def kernel_us(fn, names=KERNELS) -> dict:
+    """Median device time (µs) of each kernel in ``names`` over a few calls of fn, keyed by
+    ``names``' values."""
+    times = kernel_times(fn)
+    return {names[k]: round(us, 1) for k, us in times.items() if k in names}
 
 
 def compiled_info(modules=(chunk_kernels, chunk_states), names=tuple(KERNELS)) -> dict:
@@ -84,25 +75,13 @@ def compiled_info(modules=(chunk_kernels, chunk_states), names=tuple(KERNELS)) -
 
 def gla_report(shape, device) -> dict:
     """The gla chunk kernel (the model's default rule) in bf16: kernel times, registers."""
-    from benchmarks.gated_delta_backends import kernel_alone as alone
     inputs, do = make_inputs(*parse_shape(shape), torch.bfloat16, device)
-    fn = with_A_log(alone("gla"))
+    fn = with_A_log(kernel_alone("gla"))
     leaves = [t.detach().requires_grad_() for t in inputs]
 
     def fwdbwd():
         return torch.autograd.grad(fn(*leaves), leaves[:5], do)
-    from torch.profiler import ProfilerActivity, profile
-    fwdbwd()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
-            fwdbwd()
-        torch.cuda.synchronize()
-    times = defaultdict(list)
-    for ev in prof.events():
-        if ev.device_type.name == "CUDA" and ev.name in GLA_KERNELS:
-            times[ev.name].append(getattr(ev, "device_time", None) or ev.cuda_time)
-    return {"kernels_us": {k: round(statistics.median(v), 1) for k, v in times.items()},
+    return {"kernels_us": kernel_us(fwdbwd, {k: k for k in GLA_KERNELS}),
             "fwdbwd_ms": time_ms(fwdbwd, device),
             "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
 
