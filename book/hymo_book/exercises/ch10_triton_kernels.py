@@ -1,6 +1,7 @@
 """Exercises of chapter 10 (the Triton kernels): a kernel's pointer arithmetic for one block
-(the flat offsets the chunk kernels' ``_rows`` helper loads), and the backward of one step of
-the recurrence, as the recurrent kernel's ``_bwd_step`` computes it."""
+(the flat offsets the chunk kernels' ``_rows`` helper loads), the backward of one step of
+the recurrence, as the recurrent kernel's ``_bwd_step`` computes it, and one level of the
+delta rule kernel's inverse by merged blocks (``_unit_lower_inverse_levels``)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,66 @@ def _forgets_the_decay(h_prev, b, c, v, g, A, do, dh_next):
     return dH, dH @ v, H @ do, dH.T @ b  # dh_prev without alpha
 
 
+# ---- one level of the inverse by merged blocks --------------------------------------------
+def _block_inverse(M, size):
+    """(I + M)⁻¹ restricted to the diagonal blocks of ``size`` steps, block by block."""
+    n = M.shape[0]
+    T = torch.zeros_like(M)
+    for s in range(0, n, size):
+        block = torch.eye(size, dtype=M.dtype) + M[s:s + size, s:s + size]
+        T[s:s + size, s:s + size] = torch.linalg.inv(block)
+    return T
+
+
+def _merge_oracle(T, M, k):
+    """The inverse on blocks of 2^(k+1) steps, straight from M (T is not used)."""
+    return _block_inverse(M, 2 ** (k + 1))
+
+
+def _merge_cases():
+    gen = torch.Generator().manual_seed(11)
+
+    def inputs(n, k, scale=1.0, aligned=False):
+        if aligned:  # every pair close to the same weight: the hardest solve
+            M = torch.full((n, n), scale, dtype=torch.float64)
+        else:
+            M = scale * torch.randn(n, n, generator=gen, dtype=torch.float64) / n**0.5
+        M = torch.tril(M, diagonal=-1)  # strictly lower-triangular, as the kernel's M
+        return (_block_inverse(M, 2 ** k), M, k)
+
+    return [Case("n = 2, the first level", inputs(2, 0)),
+            Case("n = 8, level 0", inputs(8, 0)),
+            Case("n = 8, level 1", inputs(8, 1)),
+            Case("n = 8, the last level", inputs(8, 2)),
+            Case("n = 16, level 2", inputs(16, 2)),
+            Case("n = 16, every pair weight 0.99", inputs(16, 3, 0.99, aligned=True)),
+            Case("n = 4, M = 0", (torch.eye(4, dtype=torch.float64),
+                                  torch.zeros(4, 4, dtype=torch.float64), 1))]
+
+
+def _merge_compare(got, expected, case):
+    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-9)
+
+
+def _level_mask(n, k):
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    return ((i >> (k + 1)) == (j >> (k + 1))) & ((i >> k) & 1 == 1) & ((j >> k) & 1 == 0)
+
+
+def _plus_not_minus(T, M, k):
+    Mk = torch.where(_level_mask(M.shape[0], k), M, 0.0)
+    return T + T @ Mk @ T
+
+
+def _all_of_M(T, M, k):
+    return T - T @ M @ T
+
+
+def _one_side_only(T, M, k):
+    Mk = torch.where(_level_mask(M.shape[0], k), M, 0.0)
+    return T - Mk @ T
+
+
 EXERCISES = [
     Exercise(
         name="row_offsets", chapter="10_triton_kernels", cases=_row_offsets_cases,
@@ -123,5 +184,12 @@ EXERCISES = [
         wrong=[(_forgets_later_steps, "case random S = 4, D = 3: output 0 differs"),
                (_reads_the_old_state, "case random S = 4, D = 3: output 2 differs"),
                (_forgets_the_decay, "case random S = 4, D = 3: output 0 differs")],
+    ),
+    Exercise(
+        name="merge_level", chapter="10_triton_kernels", cases=_merge_cases,
+        oracle=_merge_oracle, compare=_merge_compare,
+        wrong=[(_plus_not_minus, "case n = 2, the first level: output differs"),
+               (_all_of_M, "case n = 8, level 0: output differs"),
+               (_one_side_only, "case n = 8, level 1: output differs")],
     ),
 ]
