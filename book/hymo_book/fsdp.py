@@ -19,10 +19,14 @@ from hymo_mini.config import load_config, replace
 from hymo_mini.tables import TextTable
 from hymo_mini.train.memory import activation_bytes_per_token, memory_per_gpu
 
-__all__ = ["FSDP_RUN", "PARTS", "load_fsdp", "one_gpu_table", "preset_activations",
-           "estimates", "memory_figure", "gather_timeline_figure"]
+__all__ = ["FSDP_RUN", "COMMITTED_PROBE_TOKENS", "PARTS", "load_fsdp", "one_gpu_table",
+           "head_buffers", "counted_once", "preset_activations", "estimates", "memory_figure",
+           "gather_timeline_figure"]
 
 FSDP_RUN = "fsdp_h200_2026-12-01.json"
+# that run's activation probe: benchmarks/fsdp_one_gpu.py asked for 512 tokens, and the
+# single-length probe of the time measured a batch of 512 + 1
+COMMITTED_PROBE_TOKENS = 512 + 1
 GIB = 2**30
 
 # the parts of memory_per_gpu's estimate, stacked in this order: (label, colour, hatch)
@@ -66,11 +70,31 @@ def _measured_here(preset: str) -> tuple:
     return tuple(sorted(activation_bytes_per_token(load_config(preset)).items()))
 
 
+def head_buffers(preset: str) -> int:
+    """Bytes of the chunked loss's weight-gradient buffers of ``preset``: one (V, d) bf16
+    buffer per head depth (the main head and each MTP depth), whatever the tokens."""
+    m = load_config(preset).model
+    return (1 + m.mtp_depth) * m.vocab_size * m.dim * 2
+
+
+def counted_once(report: dict) -> dict[str, float]:
+    """A run's activation bytes with the head's fixed part counted once. A run measured
+    by the two-length probe has it (``head_fixed``) and is returned as it is. An earlier
+    run's single probe folded the fixed buffers into the per-token figure; they are taken
+    out again here, as :func:`head_buffers` estimates them (inferred, not measured)."""
+    acts = dict(report["activation_bytes_per_token"])
+    if "head_fixed" in acts:
+        return acts
+    fixed = head_buffers(report["config"])
+    return dict(acts, head=acts["head"] - fixed / COMMITTED_PROBE_TOKENS, head_fixed=fixed)
+
+
 def preset_activations(preset: str, report: dict | None = None) -> dict[str, float]:
-    """Per-token activation bytes for ``preset``: the GPU's measurement of the committed
-    run where it is that preset's, else measured here on the CPU (lru-cached)."""
+    """Activation bytes for ``preset``: the GPU's measurement of the committed run where it
+    is that preset's (the head's fixed part counted once, :func:`counted_once`), else
+    measured here on the CPU (lru-cached)."""
     if report is not None and report.get("config") == preset:
-        return dict(report["activation_bytes_per_token"])
+        return counted_once(report)
     return dict(_measured_here(preset))
 
 
