@@ -1,5 +1,5 @@
-"""Chapter 21's tables of the runs of 2026-12-01 and the launch-configuration sweep: the
-price of fp32-grade products, the dispatcher's host sync, the delta rule against fla's
+"""Chapter 21's tables of the runs of 2026-12-01 and -02 and the launch-configuration sweep:
+the price of fp32-grade products, the dispatcher's host sync, the delta rule against fla's
 ``chunk_kda`` (and its peak memory predicted), the MoE dispatch paths, and the chunked gla
 kernel's best launch settings per block length. Read from ``book/results`` through
 :mod:`hymo_book.results`; every table names its run; nothing here measures time. Checked by
@@ -14,13 +14,11 @@ from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["GATED_DELTA_RUN", "GATED_DELTA_BF16_RUN", "DELTA_PEERS_RUN", "MOE_RUN",
-           "CONFIG_SWEEP_RUN",
+__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "MOE_RUN", "CONFIG_SWEEP_RUN",
            "precision_table", "dispatch_table", "delta_peers_table", "delta_peak_bytes",
            "moe_dispatch_table", "config_sweep_table"]
 
 GATED_DELTA_RUN = "gated_delta_h200_2026-12-01.json"
-GATED_DELTA_BF16_RUN = "gated_delta_bf16_h200_2026-12-01.json"
 # the delta rule's kernel after its tuning (16-step chunks, Mk and (I + M)⁻¹ kept), peers only
 DELTA_PEERS_RUN = "gated_delta_h200_2026-12-02.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
