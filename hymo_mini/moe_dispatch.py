@@ -47,6 +47,11 @@ import torch
 import torch.nn.functional as F
 from einops import einsum, rearrange
 from torch import nn
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
 from torch.utils.flop_counter import flop_registry, register_flop_formula
 
 __all__ = [
@@ -218,9 +223,34 @@ def _combine(y: torch.Tensor, routing) -> torch.Tensor:
     return (y * routing.combine.to(y.dtype)[..., None]).sum(dim=1)  # (n, dim)
 
 
-def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Tensor:
+def _keep_grouped_mm_outputs(ctx, op, *args, **kwargs):
+    """Selective checkpointing's rule for :func:`routed_grouped`: keep what the grouped
+    matrix multiplies return, recompute everything else in the backward."""
+    if op is torch.ops.aten._grouped_mm.default:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
+                   recompute: bool = True) -> torch.Tensor:
     """The routed experts' output (n, dim) for x (n, dim) with ``torch._grouped_mm``: the
-    assignments in expert order, one group of rows per expert."""
+    assignments in expert order, one group of rows per expert.
+
+    With ``recompute`` (and autograd recording), the backward keeps only the three grouped
+    products' outputs and recomputes the rest (PyTorch's selective activation
+    checkpointing): the gathered rows, the SiLU product and, under autocast, the weights
+    cast to bf16. Those are copies and element-wise work, cheap against the products,
+    and the cast weights alone are as large as the experts' bf16 parameters. The
+    numbers are the same either way."""
+    if recompute and torch.is_grad_enabled() and not x.is_meta:
+        context = functools.partial(create_selective_checkpoint_contexts,
+                                    _keep_grouped_mm_outputs)
+        return checkpoint(_routed_grouped, x, routing, experts, use_reentrant=False,
+                          context_fn=context, preserve_rng_state=False)
+    return _routed_grouped(x, routing, experts)
+
+
+def _routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Tensor:
     n = x.shape[0]
     dtype = compute_dtype(x)
     rows = routing.by_expert  # (k*n,) choice-major assignment ids, sorted by expert

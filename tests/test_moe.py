@@ -3,12 +3,14 @@ stacked experts; the fast dispatch paths against the reference loop (outputs and
 with and without drops, fp32 and bf16 autocast); no dropping in evaluation mode."""
 
 import copy
+from collections import Counter
 from dataclasses import replace
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from hymo_mini import moe_dispatch
@@ -262,6 +264,54 @@ def test_fast_paths_equal_the_loop_under_bf16_autocast(config, impl, capacity_fa
         assert g[name].dtype == torch.float32 and torch.isfinite(g[name]).all(), name
         if ref.abs().sum() > 0:
             assert rel_err(g[name], ref) < 2e-2, name
+
+
+def _grouped_fwd_bwd(moe, x, grad, recompute, autocast):
+    """routed_grouped's output and gradients, and how often the backward ran each op."""
+    r = moe.route(x.detach())
+    x = x.clone().requires_grad_(True)
+    combine = r.combine.detach().requires_grad_(True)
+    r = replace(r, combine=combine)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        y = moe_dispatch.routed_grouped(x, r, moe.experts, recompute=recompute)
+    with OpCounter() as ops:
+        y.backward(grad.to(y.dtype))
+    names = ("w1", "w3", "w2")
+    grads = [x.grad, combine.grad, *(getattr(moe.experts, n).grad for n in names)]
+    for n in names:
+        getattr(moe.experts, n).grad = None
+    return y, grads, ops.counts
+
+
+class OpCounter(TorchDispatchMode):
+    def __enter__(self):
+        self.counts = Counter()
+        return super().__enter__()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.skipif(not moe_dispatch.grouped_mm_supported(torch.device("cpu"), torch.bfloat16,
+                                                          64, 128),
+                    reason="this torch has no CPU _grouped_mm")
+@pytest.mark.parametrize("autocast", [False, True])
+def test_grouped_path_recomputes_all_but_the_products(config, autocast):
+    """routed_grouped(recompute=True) gives the very same numbers as without, and its
+    backward re-runs the casts and the SiLU but not the grouped products' forward."""
+    moe = decisive(config, 0.3)
+    x = torch.randn(33, config.dim)
+    grad = torch.randn(33, config.dim)
+    y0, g0, ops0 = _grouped_fwd_bwd(moe, x, grad, False, autocast)
+    y1, g1, ops1 = _grouped_fwd_bwd(moe, x, grad, True, autocast)
+    assert torch.equal(y0, y1)
+    for a, b in zip(g0, g1, strict=True):
+        assert torch.equal(a, b)
+    assert ops1["_grouped_mm"] == ops0["_grouped_mm"]  # only the gradients' products
+    assert ops1["silu"] == ops0["silu"] + 1
+    casts = 3 if autocast else 0  # the expert weights to bf16, again
+    assert ops1["_to_copy"] >= ops0["_to_copy"] + casts
 
 
 @pytest.mark.parametrize("impl", ["loop", *FAST])

@@ -57,10 +57,32 @@ def test_gpu_blocking_under_the_interpreter(monkeypatch, block):
     check(1, 70, 2, 32, 20, torch.float32, 10.0, True, True)
 
 
+@pytest.mark.triton
+@pytest.mark.parametrize("block_states", gtc.BLOCK_STATES)
+def test_block_states_stored_or_rebuilt(monkeypatch, block_states):
+    """The backward's block-start states, stored by the forward or rebuilt from the chunk
+    states (GPU chunks of 64, blocks of 16, a ragged last chunk): the same gradients, and
+    under "recompute" the forward keeps a quarter of the states."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=16, block_states=block_states))
+    check(1, 70, 2, 32, 20, torch.float32, 10.0, True, True)
+    v, b, c, g, A_log = (t.detach().requires_grad_()
+                         for t in make_leaves(1, 70, 2, 32, 20, torch.float32, False))
+    o, _ = chunk_gla_triton(v, b, c, g, -torch.exp(A_log))
+    kept = o.grad_fn.saved_tensors[-1]  # the states the backward will read
+    assert kept.shape[1] == (5 if block_states == "store" else 2)  # ⌈70/16⌉, ⌈70/64⌉
+
+
 def test_block_size_checked(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), block=64))
     leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
     with pytest.raises(ValueError, match="block"):
+        chunk_gla_triton(*leaves[:4], -torch.exp(leaves[4]))
+
+
+def test_block_states_checked(monkeypatch):
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), block_states="keep"))
+    leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
+    with pytest.raises(ValueError, match=r"block_states.*'recompute', 'store'.*'keep'"):
         chunk_gla_triton(*leaves[:4], -torch.exp(leaves[4]))
 
 

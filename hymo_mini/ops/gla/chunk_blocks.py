@@ -76,9 +76,11 @@ def _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT: tl.constexpr, GRAD: tl.constex
 def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                        BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
-                       LOG2_BT: tl.constexpr, STORE_HB: tl.constexpr, PRECISION: tl.constexpr):
+                       LOG2_BT: tl.constexpr, STORE_HB: tl.constexpr, STORE_O: tl.constexpr,
+                       PRECISION: tl.constexpr):
     """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip.
-    If STORE_HB (autograd will need it), also the state each block starts with."""
+    If STORE_HB, also the state each block starts with. Without STORE_O only those states
+    (the backward's recomputation: no c, no outputs)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
@@ -98,16 +100,17 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
         m_t = o_t < T
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
         b_l, b_lend = _gate_sums(b_g, o_i, BT)
-        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        # read the state the block starts with, then the block itself
-        b_cH = b_c * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
-        b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
-        b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
-        p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
-        tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+        if STORE_O:
+            # read the state the block starts with, then the block itself
+            b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+            b_cH = b_c * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
+            b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
+            b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, LOG2_BT, False, PRECISION)
+            b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
+            p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
+            tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
         # hand the state to the next block
         b_bH = b_b * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS]
         b_h = b_h * tl.exp(b_lend * b_A)[:, None]
@@ -119,7 +122,9 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
                       LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
-    """dv, db, dc, dg and Σ g dlog for one chunk of one (b, h): its blocks right to left."""
+    """dv, db, dc, dg and Σ g dlog for one chunk of one (b, h): its blocks right to left.
+    Each input is read where it is first needed and each gradient stored as soon as it is
+    final, so that few [BT, BS] tiles are alive at once (registers, not spills)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
@@ -135,44 +140,45 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
     NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)
     for k in range(0, NT):
         i_t = NT - 1 - k
-        # H: the state at the block start, stored by the forward
-        p_hb = hb + (i_bh.to(tl.int64) * NB + i_c * (BC // BT) + i_t) * S * D
-        b_h = tl.load(p_hb + o_sd, mask=m_h, other=0.0)  # [BS, BD]
-        # the block
         o_t = i_c * BC + i_t * BT + o_i
         m_t = o_t < T
+        o_row = row0 + o_t[:, None] * H  # [BT, 1]
+        m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
         b_l, b_lend = _gate_sums(b_g, o_i, BT)
-        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        # the pairs: M_ts = do_t · v_s, then the in-block attention and its gradients
         b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        b_ec = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] block start -> t
-        b_eb = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> block end
-        b_eT = tl.exp(b_lend * b_A)  # [BS] the whole block
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         b_M = tl.dot(b_do, tl.trans(b_v), input_precision=PRECISION)  # [BT, BT] do_t·v_s
         b_Mdiag = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_M, 0.0), axis=1)  # [BT]
         b_M = tl.where(o_i[:, None] > o_i[None, :], b_M, 0.0)  # pairs s < t
+        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT, True, PRECISION)
+        # dv: the pairs, then the writes carried to the block end
         b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
+        b_eb = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> block end
         b_dv += tl.dot(b_b * b_eb, b_dh, input_precision=PRECISION)
-        b_dch = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
+        tl.store(dv + o_row * D + o_d[None, :], b_dv.to(dv.dtype.element_ty), mask=m_tD)
+        # db, and the part of dlog the writes and the in-block pairs give (see the module
+        # docstring: the sums are arranged so that no two large terms cancel)
         b_dbh = b_eb * tl.dot(b_v, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
-        # dlog_t, summed so that no two large terms cancel (see the module docstring):
-        # later reads of the block-start state, earlier writes to the block end, the pairs
-        # s < t ≤ t' inside the block (a prefix sum of column minus row sums), the carry.
         b_x = b_b * (b_dbh + b_dbi) - b_c * b_dci  # [BT, BS]
-        b_dlog = tl.cumsum(b_c * b_dch, axis=0, reverse=True) + tl.cumsum(b_x, axis=0) - b_x
-        b_dlog += (b_eT * tl.sum(b_h * b_dh, axis=1))[None, :]  # [BT, BS]
-        b_dc = b_dch + b_dci + b_Mdiag[:, None] * b_b  # + the t = s terms
-        b_db = b_dbh + b_dbi + b_Mdiag[:, None] * b_c
+        b_db = b_dbh + b_dbi + b_Mdiag[:, None] * b_c  # + the t = s terms
+        tl.store(db + o_row * S + o_s[None, :], b_db.to(db.dtype.element_ty), mask=m_tS)
+        b_dlog = tl.cumsum(b_x, axis=0) - b_x  # [BT, BS]
+        # dc through H, the state at the block start (stored by the forward or recomputed)
+        p_hb = hb + (i_bh.to(tl.int64) * NB + i_c * (BC // BT) + i_t) * S * D
+        b_h = tl.load(p_hb + o_sd, mask=m_h, other=0.0)  # [BS, BD]
+        b_ec = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] block start -> t
+        b_dch = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
+        b_eT = tl.exp(b_lend * b_A)  # [BS] the whole block
+        b_dlog += (b_eT * tl.sum(b_h * b_dh, axis=1))[None, :]  # the carry
+        b_dc = b_dch + b_dci + b_Mdiag[:, None] * b_b
+        tl.store(dc + o_row * S + o_s[None, :], b_dc.to(dc.dtype.element_ty), mask=m_tS)
+        b_dlog += tl.cumsum(b_c * b_dch, axis=0, reverse=True)  # later reads of H
         b_dA += tl.sum(b_dlog * b_g[:, None], axis=0)  # [BS]
         b_dg = tl.sum(b_dlog * b_A[None, :], axis=1)  # [BT]
-        o_row = row0 + o_t[:, None] * H  # [BT, 1]
-        m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
-        tl.store(dv + o_row * D + o_d[None, :], b_dv.to(dv.dtype.element_ty), mask=m_tD)
-        tl.store(dc + o_row * S + o_s[None, :], b_dc.to(dc.dtype.element_ty), mask=m_tS)
-        tl.store(db + o_row * S + o_s[None, :], b_db.to(db.dtype.element_ty), mask=m_tS)
         tl.store(dg + row0 + o_t * H, b_dg.to(dg.dtype.element_ty), mask=m_t)
         # the gradient at the block start = at the end of the block before
         b_dh = b_dh * b_eT[:, None]

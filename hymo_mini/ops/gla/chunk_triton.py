@@ -58,16 +58,20 @@ strong decay. Every term above carries its decay factor, so it is small exactly 
 true gradient is, and the error stays at the level of the products' rounding.
 
 The backward needs the state at each block's start and its gradient at each block's
-end. The forward stores the block-start states while it walks the blocks (only when
-autograd will need them); a sequential kernel, right to left, stores the gradient at each
+end. By default the forward keeps only the chunk states, and the backward first walks
+each chunk's blocks again with the output kernel (without its outputs) to rebuild the
+block-start states, for this call only; ``CONFIGS["block_states"] = "store"`` has the
+forward store them instead (four times the memory, held from the forward to the
+backward). A sequential kernel, right to left, stores the gradient at each
 chunk's end, dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do; a program per chunk then
 walks its blocks right to left, carrying dH on chip. The backward uses the same levels,
 with the strictly causal M masked per level: the in-block part of dc is Σ_k X_k ⊙ (M_k
 (b ⊙ X_k)) and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the level's factors.
 
-Memory: besides the inputs, the forward keeps the block-start states (B·H·⌈T/16⌉·S·D
-fp32) for the backward, and the chunk states while it runs; the backward adds the
-chunk-end gradients and returns the gradients.
+Memory: besides the inputs, the forward keeps the chunk states (B·H·⌈T/64⌉·S·D fp32)
+for the backward; the backward adds the block-start states and the chunk-end gradients
+while it runs, and returns the gradients. In a model of many layers only the chunk
+states of each layer wait for the backward at once.
 
 Precision: all arithmetic in fp32; how tl.dot multiplies is chosen by
 ``hymo_mini.ops.precision.dot_precision``: fp32-grade products ("tf32x3") for fp32 inputs
@@ -93,7 +97,8 @@ from hymo_mini.ops.gla.chunk_states import (
 )
 from hymo_mini.ops.precision import dot_precision
 
-__all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "INTERPRET"]
+__all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "BLOCK_STATES",
+           "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -102,9 +107,14 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # entries evolve independently, so 4 programs share one (b, h) at S = D = 32).
 # "block": 16 or 32 steps (BLOCKS). 64 is not offered: its gate gradient at strong decay
 # missed the test tolerance under TF32 products on the GPU.
+# "block_states": how the backward gets the state at each block's start (BLOCK_STATES):
+# "store" keeps them from the forward (B·H·⌈T/BT⌉·S·D fp32 held until the backward);
+# "recompute" keeps only the chunk states (a BC/BT-th of that) and the backward rebuilds
+# the block states from them, one layer at a time, with the output kernel's state walk.
 CONFIGS = {
     "chunk": 64,  # BC: steps per stored state
     "block": 16,  # BT: steps per attention block: 16 or 32
+    "block_states": "recompute",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -112,9 +122,11 @@ CONFIGS = {
     "chunk_bwd": dict(num_warps=1, num_stages=1),
 }
 BLOCKS = (16, 32)
+BLOCK_STATES = ("recompute", "store")
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
+    "block_states": "recompute",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -145,15 +157,42 @@ def _precision(v, b, c) -> str:
     return dot_precision(torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype)))
 
 
-def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
+def _check_blocking(BC: int, BT: int, block_states: str) -> None:
+    if BT not in BLOCKS or BT > BC:
+        raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
+                         f"({BC}), got {BT}")
+    if block_states not in BLOCK_STATES:
+        raise ValueError(f"CONFIGS['block_states'] must be one of {BLOCK_STATES}, got "
+                         f"{block_states!r}")
+
+
+def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
+    """The output kernel: o (if store_o) and, if hb is not hs, each block's start state."""
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    BC, BT = _config("chunk"), _config("block")
+    BS, BD = _blocks(S, D)
+    cfg = _config("output_fwd")
+    _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
+        v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
+        LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs, STORE_O=store_o,
+        PRECISION=precision, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+
+
+def _new_block_states(v, S):
+    B, T, H, D = v.shape
+    return v.new_empty(B * H, triton.cdiv(T, _config("block")), S, D, dtype=torch.float32)
+
+
+def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
+    """o, the states the backward needs (or None), the final state (or None), and whether
+    those states are the chunk states (the backward then rebuilds the block states)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
     precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
-    BT = _config("block")
-    if BT not in BLOCKS or BT > BC:
-        raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
-                         f"({BC}), got {BT}")
+    BT, block_states = _config("block"), _config("block_states")
+    _check_blocking(BC, BT, block_states)
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     # the chunk states: every chunk's ΔH in parallel (into hs), then the scan (in place)
@@ -171,27 +210,26 @@ def _forward(v, b, c, g, A, h0, output_final_state, store_hb):
         hs, decay, h0, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
         USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
         num_warps=cfg["num_warps"])
-    # the outputs, block by block
-    cfg = _config("output_fwd")
-    BS, BD = _blocks(S, D)
+    # the outputs, block by block; the backward needs the state at each block's start:
+    # the chunk states if a block is a chunk, else stored here or rebuilt by the backward
     o = torch.empty_like(v)
-    # the backward needs the state at each block's start: the chunk states if a block is a
-    # chunk, else the forward stores them (B·H·⌈T/BT⌉·S·D fp32)
-    store_hb = store_hb and BT < BC
-    hb = (v.new_empty(B * H, triton.cdiv(T, BT), S, D, dtype=torch.float32) if store_hb
-          else hs)
-    _output_fwd_kernel[(NC, B * H)](
-        v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
-        LOG2_BT=BT.bit_length() - 1, STORE_HB=store_hb, PRECISION=precision,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    return o, hb, ht
+    store = for_backward and BT < BC and block_states == "store"
+    hb = _new_block_states(v, S) if store else hs
+    _block_walk(v, b, c, g, A, hs, o, hb, True, precision)
+    if not for_backward:
+        return o, None, ht, False
+    return o, hb, ht, BT < BC and not store
 
 
-def _backward(v, b, c, g, A, h0, hb, do, dht):
+def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht):
     B, T, H, D = v.shape
     S = b.shape[-1]
     precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
+    if rebuild:  # hb holds the chunk states: the block states from them (this layer only)
+        hs, hb = hb, _new_block_states(v, S)
+        _block_walk(v, b, c, g, A, hs, None, hb, False, precision)
+        del hs
     cfg = _config("state_bwd")
     BS, BD, NS, ND = _split(S, D, cfg["split"])
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
@@ -219,8 +257,10 @@ class ChunkGLAFunction(torch.autograd.Function):
     def forward(ctx, v, b, c, g, A, initial_state, output_final_state):
         v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
-        o, hb, ht = _forward(v, b, c, g, A, h0, output_final_state, any(ctx.needs_input_grad))
+        o, hb, ht, rebuild = _forward(v, b, c, g, A, h0, output_final_state,
+                                      any(ctx.needs_input_grad))
         ctx.save_for_backward(v, b, c, g, A, h0, hb)
+        ctx.rebuild = rebuild
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
         return o, ht
 
@@ -229,7 +269,7 @@ class ChunkGLAFunction(torch.autograd.Function):
         v, b, c, g, A, h0, hb = ctx.saved_tensors
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None
-        dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, do, dht)
+        dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, ctx.rebuild, do, dht)
         if dh0 is not None:
             dh0 = dh0.to(ctx.h0_dtype)
         return dv, db, dc, dg, dA.to(A.dtype), dh0, None
