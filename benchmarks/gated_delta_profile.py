@@ -38,6 +38,7 @@ from hymo_mini.ops.gated_delta import chunk_kernels, chunk_states  # noqa: E402
 from hymo_mini.ops.gated_delta import chunk_triton as gdt  # noqa: E402
 from hymo_mini.ops.gla import chunk_blocks as gla_blocks  # noqa: E402
 from hymo_mini.ops.gla import chunk_states as gla_states  # noqa: E402
+from hymo_mini.ops.gla import chunk_triton as gtc  # noqa: E402
 
 IN_CHUNK = ("wy_fwd", "output", "du_local", "chunk_bwd")
 STATES = ("state_fwd", "state_bwd")
@@ -73,17 +74,55 @@ def compiled_info(modules=(chunk_kernels, chunk_states), names=tuple(KERNELS)) -
     return out
 
 
-def gla_report(shape, device) -> dict:
-    """The gla chunk kernel (the model's default rule) in bf16: kernel times, registers."""
+GLA_VARIANTS = [  # (chunk_bwd warps, block_states): the first is the current setting
+    (None, None), (2, None), (4, None), (None, "store")]
+
+
+def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
+    """The gla chunk kernel (the model's default rule) in bf16: per variant of the chunk
+    backward's warps and of where the block states come from, the kernel times, forward
+    and forward + backward time, registers and spills; the settings are restored."""
     inputs, do = make_inputs(*parse_shape(shape), torch.bfloat16, device)
     fn = with_A_log(kernel_alone("gla"))
     leaves = [t.detach().requires_grad_() for t in inputs]
 
+    def fwd():
+        with torch.no_grad():
+            return fn(*inputs)
+
     def fwdbwd():
         return torch.autograd.grad(fn(*leaves), leaves[:5], do)
-    return {"kernels_us": kernel_us(fwdbwd, {k: k for k in GLA_KERNELS}),
-            "fwdbwd_ms": time_ms(fwdbwd, device),
-            "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
+
+    saved, first, rows = copy.deepcopy(gtc.CONFIGS), None, []
+    try:
+        for warps, block_states in variants:
+            gtc.CONFIGS.clear()
+            gtc.CONFIGS.update(copy.deepcopy(saved))
+            if warps is not None:
+                gtc.CONFIGS["chunk_bwd"] = dict(num_warps=warps, num_stages=1)
+            if block_states is not None:
+                gtc.CONFIGS["block_states"] = block_states
+            row = {"chunk_bwd": gtc.CONFIGS["chunk_bwd"],
+                   "block_states": gtc.CONFIGS["block_states"]}
+            try:
+                grads = fwdbwd()
+                first = grads if first is None else first
+                row["rel_vs_first"] = max(rel_err(a, b) for a, b in zip(grads, first, strict=True))
+                row["kernels_us"] = kernel_us(fwdbwd, {k: k for k in GLA_KERNELS})
+                row["fwd_ms"] = time_ms(fwd, device)
+                row["fwdbwd_ms"] = time_ms(fwdbwd, device)
+                torch.cuda.reset_peak_memory_stats(device)
+                base = torch.cuda.memory_allocated(device)
+                fwdbwd()
+                row["peak_mib"] = (torch.cuda.max_memory_allocated(device) - base) / 2**20
+            except Exception as err:  # a setting that does not compile is reported
+                row["error"] = f"{type(err).__name__}: {err}"[:300]
+            print("  gla", row, flush=True)
+            rows.append(row)
+    finally:
+        gtc.CONFIGS.clear()
+        gtc.CONFIGS.update(saved)
+    return {"variants": rows, "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
 
 
 class Case:
@@ -172,7 +211,8 @@ def main(argv=None):
                         help="the in-chunk kernels' warps, one setting per run")
     parser.add_argument("--states", nargs="*", default=["32,2,1", "16,1,3", "16,2,3", "8,1,3"],
                         help="split,warps,stages of the sequential passes, paired with --warps")
-    parser.add_argument("--gla", action="store_true", help="also the gla kernel, bf16")
+    parser.add_argument("--gla", action="store_true",
+                        help="also the gla kernel, bf16, at a few settings (GLA_VARIANTS)")
     parser.add_argument("--best-out", default=None, help="write the best setting here (JSON)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
