@@ -46,7 +46,8 @@ KERNELS = {"_wy_fwd_kernel": "wy_fwd", "_output_kernel": "output",
            "_du_local_kernel": "du_local", "_chunk_bwd_kernel": "chunk_bwd",
            "_state_fwd_kernel": "state_fwd", "_state_bwd_kernel": "state_bwd"}
 GLA_KERNELS = ("_chunk_delta_kernel", "_state_scan_kernel", "_output_fwd_kernel",
-               "_state_bwd_kernel", "_chunk_bwd_kernel")
+               "_state_bwd_kernel", "_chunk_bwd_kernel", "_pairs_bwd_kernel",
+               "_states_bwd_kernel")
 
 
 def kernel_us(fn, names=KERNELS) -> dict:
@@ -74,14 +75,19 @@ def compiled_info(modules=(chunk_kernels, chunk_states), names=tuple(KERNELS)) -
     return out
 
 
-GLA_VARIANTS = [  # (chunk_bwd warps, block_states): the first is the current setting
-    (None, None), (2, None), (4, None), (None, "store")]
+W = dict(num_stages=1)
+GLA_VARIANTS = [  # changes to the gla kernel's CONFIGS; the first ({}) is the current setting
+    {}, {"backward": "fused"}, {"backward": "fused", "block_states": "store"},
+    {"pairs_bwd": dict(W, num_warps=2)}, {"pairs_bwd": dict(W, num_warps=8)},
+    {"states_bwd": dict(W, num_warps=2)}, {"states_bwd": dict(W, num_warps=8)},
+    {"block_states": "store"}]
 
 
 def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
-    """The gla chunk kernel (the model's default rule) in bf16: per variant of the chunk
-    backward's warps and of where the block states come from, the kernel times, forward
-    and forward + backward time, registers and spills; the settings are restored."""
+    """The gla chunk kernel (the model's default rule) in bf16, at each change of its
+    CONFIGS in ``variants`` (its backward split or fused, warps, where the block states
+    come from): the kernel times, forward and forward + backward time, peak memory,
+    registers and spills; the settings are restored."""
     inputs, do = make_inputs(*parse_shape(shape), torch.bfloat16, device)
     fn = with_A_log(kernel_alone("gla"))
     leaves = [t.detach().requires_grad_() for t in inputs]
@@ -95,15 +101,11 @@ def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
 
     saved, first, rows = copy.deepcopy(gtc.CONFIGS), None, []
     try:
-        for warps, block_states in variants:
+        for change in variants:
             gtc.CONFIGS.clear()
             gtc.CONFIGS.update(copy.deepcopy(saved))
-            if warps is not None:
-                gtc.CONFIGS["chunk_bwd"] = dict(num_warps=warps, num_stages=1)
-            if block_states is not None:
-                gtc.CONFIGS["block_states"] = block_states
-            row = {"chunk_bwd": gtc.CONFIGS["chunk_bwd"],
-                   "block_states": gtc.CONFIGS["block_states"]}
+            gtc.CONFIGS.update(copy.deepcopy(change))
+            row = {"change": change}
             try:
                 grads = fwdbwd()
                 first = grads if first is None else first
@@ -214,6 +216,8 @@ def main(argv=None):
     parser.add_argument("--gla", action="store_true",
                         help="also the gla kernel, bf16, at a few settings (GLA_VARIANTS)")
     parser.add_argument("--best-out", default=None, help="write the best setting here (JSON)")
+    parser.add_argument("--gla-best-out", default=None,
+                        help="write the gla change with the least forward + backward (JSON)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     device = torch.device("cuda")
@@ -233,6 +237,11 @@ def main(argv=None):
     save()
     if args.gla:
         report["gla"] = gla_report(args.shape, device)
+        timed = [r for r in report["gla"]["variants"]
+                 if "fwdbwd_ms" in r and r["rel_vs_first"] < 1e-2]
+        if timed and args.gla_best_out:
+            best = min(timed, key=lambda r: r["fwdbwd_ms"])
+            Path(args.gla_best_out).write_text(json.dumps(best["change"]))
         print("gla", report["gla"], flush=True)
         save()
     if not args.no_sweep:

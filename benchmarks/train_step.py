@@ -64,6 +64,7 @@ from benchmarks.train_step_cases import (  # noqa: E402
     check_loss,
 )
 from hymo_mini import blocks  # noqa: E402
+from hymo_mini.ops.gla import chunk_triton as gla_chunk  # noqa: E402
 
 PEERS_PACKAGES = (  # versions recorded beside torch and Triton: the peers and their needs
     "transformers", "fla-core", "flash-linear-attention", "einops")
@@ -227,8 +228,12 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--profile-steps", type=int, default=None)
     p.add_argument("--budget-s", type=float, default=540, help="start no case after this")
+    p.add_argument("--gla-configs", default=None, help="a JSON file of changes to the gla "
+                   "chunk kernel's launch settings (hymo_mini.ops.gla.chunk_triton.CONFIGS)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    if args.gla_configs:
+        gla_chunk.CONFIGS.update(json.loads(Path(args.gla_configs).read_text()))
     quick = args.quick or args.smoke
     args.warmup = args.warmup or (2 if quick else 3)
     args.steps = args.steps or (3 if quick else 6)
@@ -243,6 +248,7 @@ def main(argv=None) -> int:
               "settings": {"dtype": "bf16 autocast over fp32 weights", "warmup": args.warmup,
                            "steps": args.steps, "profile_steps": args.profile_steps,
                            "fast": FAST, "reference": REFERENCE},
+              "gla_configs": json.loads(json.dumps(gla_chunk.CONFIGS)),
               "checks": {}, "cases": {}}
     t_run = time.perf_counter()
 

@@ -184,3 +184,98 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
         b_dh = b_dh * b_eT[:, None]
         b_dh += tl.dot(tl.trans(b_c * b_ec), b_do, input_precision=PRECISION)  # [BS, BD]
     tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s, b_dA, mask=m_s)
+
+
+@triton.jit
+def _pairs_bwd_kernel(v, b, c, g, A, do, dvp, dcp, dbp, xp, T,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr,
+                      BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
+                      LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
+    """The split backward's first half, one 16-step block per program (all in parallel):
+    what the block's pairs s ≤ t give, with no state involved. Writes, in fp32, W^T do
+    (dvp), the in-block parts of dc and db with their t = s terms (dcp, dbp) and
+    b ⊙ db^W - c ⊙ dc^W, the pairs' share of the dlog terms (xp)."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    o_t = i_t * BT + o_i
+    m_t = o_t < T
+    o_row = row0 + o_t[:, None] * H  # [BT, 1]
+    m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_l, b_lend = _gate_sums(b_g, o_i, BT)
+    b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    b_M = tl.dot(b_do, tl.trans(b_v), input_precision=PRECISION)  # [BT, BT] do_t·v_s
+    b_Mdiag = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_M, 0.0), axis=1)  # [BT]
+    b_M = tl.where(o_i[:, None] > o_i[None, :], b_M, 0.0)  # pairs s < t
+    b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT, True, PRECISION)
+    b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
+    tl.store(dvp + o_row * D + o_d[None, :], b_dv, mask=m_tD)
+    tl.store(xp + o_row * S + o_s[None, :], b_b * b_dbi - b_c * b_dci, mask=m_tS)
+    tl.store(dcp + o_row * S + o_s[None, :], b_dci + b_Mdiag[:, None] * b_b, mask=m_tS)
+    tl.store(dbp + o_row * S + o_s[None, :], b_dbi + b_Mdiag[:, None] * b_c, mask=m_tS)
+
+
+@triton.jit
+def _states_bwd_kernel(v, b, c, g, A, do, hb, dhs, dvp, dcp, dbp, xp, dv, db, dc, dg, dA, T,
+                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
+                       PRECISION: tl.constexpr):
+    """The split backward's second half, one chunk of one (b, h) per program, its blocks
+    right to left with dH on chip: the parts through the block's start state H and end
+    gradient dH, added to the first half's, then dg and Σ g dlog as _chunk_bwd_kernel."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_dh = tl.load(dhs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
+                   other=0.0)  # [BS, BD] the gradient at the chunk's end
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    b_dA = tl.zeros([BS], dtype=tl.float32)
+    NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)
+    for k in range(0, NT):
+        i_t = NT - 1 - k
+        o_t = i_c * BC + i_t * BT + o_i
+        m_t = o_t < T
+        o_row = row0 + o_t[:, None] * H  # [BT, 1]
+        m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_eb = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> block end
+        b_dv = tl.load(dvp + o_row * D + o_d[None, :], mask=m_tD, other=0.0)
+        b_dv += tl.dot(b_b * b_eb, b_dh, input_precision=PRECISION)
+        tl.store(dv + o_row * D + o_d[None, :], b_dv.to(dv.dtype.element_ty), mask=m_tD)
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        b_dbh = b_eb * tl.dot(b_v, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+        b_db = b_dbh + tl.load(dbp + o_row * S + o_s[None, :], mask=m_tS, other=0.0)
+        tl.store(db + o_row * S + o_s[None, :], b_db.to(db.dtype.element_ty), mask=m_tS)
+        b_x = b_b * b_dbh + tl.load(xp + o_row * S + o_s[None, :], mask=m_tS, other=0.0)
+        b_dlog = tl.cumsum(b_x, axis=0) - b_x  # [BT, BS]
+        p_hb = hb + (i_bh.to(tl.int64) * NB + i_c * (BC // BT) + i_t) * S * D
+        b_h = tl.load(p_hb + o_sd, mask=m_h, other=0.0)  # [BS, BD]
+        b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        b_ec = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] block start -> t
+        b_dch = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
+        b_eT = tl.exp(b_lend * b_A)  # [BS] the whole block
+        b_dlog += (b_eT * tl.sum(b_h * b_dh, axis=1))[None, :]  # the carry
+        b_dc = b_dch + tl.load(dcp + o_row * S + o_s[None, :], mask=m_tS, other=0.0)
+        tl.store(dc + o_row * S + o_s[None, :], b_dc.to(dc.dtype.element_ty), mask=m_tS)
+        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_dlog += tl.cumsum(b_c * b_dch, axis=0, reverse=True)  # later reads of H
+        b_dA += tl.sum(b_dlog * b_g[:, None], axis=0)  # [BS]
+        b_dg = tl.sum(b_dlog * b_A[None, :], axis=1)  # [BT]
+        tl.store(dg + row0 + o_t * H, b_dg.to(dg.dtype.element_ty), mask=m_t)
+        b_dh = b_dh * b_eT[:, None]
+        b_dh += tl.dot(tl.trans(b_c * b_ec), b_do, input_precision=PRECISION)  # [BS, BD]
+    tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s, b_dA, mask=m_s)
