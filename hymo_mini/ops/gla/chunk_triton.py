@@ -66,9 +66,10 @@ backward). A sequential kernel, right to left, stores the gradient at each
 chunk's end, dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do; a program per chunk then
 walks its blocks right to left, carrying dH on chip. By default
 (``CONFIGS["backward"] = "split"``) the terms that need no state (W, the M_ts pairs) are
-computed first, for every block at once, and that program adds the rest. The backward uses the same levels,
-with the strictly causal M masked per level: the in-block part of dc is Σ_k X_k ⊙ (M_k
-(b ⊙ X_k)) and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the level's factors.
+computed first, for every block at once, and that program adds the rest. The backward
+uses the same levels, with the strictly causal M masked per level: the in-block part
+of dc is Σ_k X_k ⊙ (M_k (b ⊙ X_k)) and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the
+level's factors.
 
 Memory: besides the inputs, the forward keeps the chunk states (B·H·⌈T/64⌉·S·D fp32)
 for the backward; the backward adds the block-start states and the chunk-end gradients
