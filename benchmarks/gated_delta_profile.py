@@ -46,8 +46,7 @@ KERNELS = {"_wy_fwd_kernel": "wy_fwd", "_output_kernel": "output",
            "_du_local_kernel": "du_local", "_chunk_bwd_kernel": "chunk_bwd",
            "_state_fwd_kernel": "state_fwd", "_state_bwd_kernel": "state_bwd"}
 GLA_KERNELS = ("_chunk_delta_kernel", "_state_scan_kernel", "_output_fwd_kernel",
-               "_state_bwd_kernel", "_chunk_bwd_kernel", "_pairs_bwd_kernel",
-               "_states_bwd_kernel")
+               "_state_bwd_kernel", "_chunk_bwd_kernel")
 
 
 def kernel_us(fn, names=KERNELS) -> dict:
@@ -75,19 +74,15 @@ def compiled_info(modules=(chunk_kernels, chunk_states), names=tuple(KERNELS)) -
     return out
 
 
-W = dict(num_stages=1)
 GLA_VARIANTS = [  # changes to the gla kernel's CONFIGS; the first ({}) is the current setting
-    {}, {"backward": "fused"}, {"backward": "fused", "block_states": "store"},
-    {"pairs_bwd": dict(W, num_warps=2)}, {"pairs_bwd": dict(W, num_warps=8)},
-    {"states_bwd": dict(W, num_warps=2)}, {"states_bwd": dict(W, num_warps=8)},
-    {"block_states": "store"}]
+    {}, {"block_states": "recompute"}, {"chunk_bwd": dict(num_warps=2, num_stages=1)}]
 
 
 def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
     """The gla chunk kernel (the model's default rule) in bf16, at each change of its
-    CONFIGS in ``variants`` (its backward split or fused, warps, where the block states
-    come from): the kernel times, forward and forward + backward time, peak memory,
-    registers and spills; the settings are restored."""
+    CONFIGS in ``variants`` (warps, where the block states come from): the kernel times,
+    forward and forward + backward time, peak memory, registers and spills; the settings
+    are restored."""
     inputs, do = make_inputs(*parse_shape(shape), torch.bfloat16, device)
     fn = with_A_log(kernel_alone("gla"))
     leaves = [t.detach().requires_grad_() for t in inputs]

@@ -58,23 +58,21 @@ strong decay. Every term above carries its decay factor, so it is small exactly 
 true gradient is, and the error stays at the level of the products' rounding.
 
 The backward needs the state at each block's start and its gradient at each block's
-end. By default the forward keeps only the chunk states, and the backward first walks
-each chunk's blocks again with the output kernel (without its outputs) to rebuild the
-block-start states, for this call only; ``CONFIGS["block_states"] = "store"`` has the
-forward store them instead (four times the memory, held from the forward to the
-backward). A sequential kernel, right to left, stores the gradient at each
-chunk's end, dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do; a program per chunk then
-walks its blocks right to left, carrying dH on chip. By default
-(``CONFIGS["backward"] = "split"``) the terms that need no state (W, the M_ts pairs) are
-computed first, for every block at once, and that program adds the rest. The backward
-uses the same levels, with the strictly causal M masked per level: the in-block part
-of dc is Σ_k X_k ⊙ (M_k (b ⊙ X_k)) and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the
-level's factors.
+end. By default the forward stores the block-start states while it walks the blocks
+(only when autograd will need them). With ``CONFIGS["block_states"] = "recompute"`` it
+keeps only the chunk states, a quarter of the memory, and the backward first walks each
+chunk's blocks again with the output kernel (without its outputs) to rebuild them, for
+this call only: in a model of many layers, only one layer's block states exist at a
+time. A sequential kernel, right to left, stores the gradient at each chunk's end,
+dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do; a program per chunk then walks its
+blocks right to left, carrying dH on chip. The backward uses the same levels, with the
+strictly causal M masked per level: the in-block part of dc is Σ_k X_k ⊙ (M_k (b ⊙ X_k))
+and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the level's factors.
 
-Memory: besides the inputs, the forward keeps the chunk states (B·H·⌈T/64⌉·S·D fp32)
-for the backward; the backward adds the block-start states and the chunk-end gradients
-while it runs, and returns the gradients. In a model of many layers only the chunk
-states of each layer wait for the backward at once.
+Memory: besides the inputs, the forward keeps the block-start states (B·H·⌈T/16⌉·S·D
+fp32) for the backward, or under "recompute" the chunk states (B·H·⌈T/64⌉·S·D); the
+backward adds the chunk-end gradients (and under "recompute" the block-start states)
+while it runs, and returns the gradients.
 
 Precision: all arithmetic in fp32; how tl.dot multiplies is chosen by
 ``hymo_mini.ops.precision.dot_precision``: fp32-grade products ("tf32x3") for fp32 inputs
@@ -92,12 +90,7 @@ import torch
 import triton
 
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
-from hymo_mini.ops.gla.chunk_blocks import (
-    _chunk_bwd_kernel,
-    _output_fwd_kernel,
-    _pairs_bwd_kernel,
-    _states_bwd_kernel,
-)
+from hymo_mini.ops.gla.chunk_blocks import _chunk_bwd_kernel, _output_fwd_kernel
 from hymo_mini.ops.gla.chunk_states import (
     _chunk_delta_kernel,
     _state_bwd_kernel,
@@ -106,7 +99,7 @@ from hymo_mini.ops.gla.chunk_states import (
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "BLOCK_STATES",
-           "BACKWARDS", "INTERPRET"]
+           "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -119,39 +112,27 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # "store" keeps them from the forward (B·H·⌈T/BT⌉·S·D fp32 held until the backward);
 # "recompute" keeps only the chunk states (a BC/BT-th of that) and the backward rebuilds
 # the block states from them, one layer at a time, with the output kernel's state walk.
-# "backward" (BACKWARDS): "fused" runs the in-chunk backward as one kernel
-# (_chunk_bwd_kernel: it needs more registers than a program has and spills); "split" runs
-# what the pairs inside a block give (no state: every block at once, _pairs_bwd_kernel)
-# apart from what goes through the states (_states_bwd_kernel), at the cost of four fp32
-# (T, S)-sized buffers between the two.
 CONFIGS = {
     "chunk": 64,  # BC: steps per stored state
     "block": 16,  # BT: steps per attention block: 16 or 32
-    "block_states": "recompute",
+    "block_states": "store",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
     "state_bwd": dict(split=16, num_warps=1, num_stages=3),
-    "backward": "split",
     "chunk_bwd": dict(num_warps=1, num_stages=1),
-    "pairs_bwd": dict(num_warps=4, num_stages=1),
-    "states_bwd": dict(num_warps=4, num_stages=1),
 }
 BLOCKS = (16, 32)
-BLOCK_STATES = ("recompute", "store")
-BACKWARDS = ("split", "fused")
+BLOCK_STATES = ("store", "recompute")
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
-    "block_states": "recompute",
+    "block_states": "store",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
     "state_bwd": dict(split=1 << 30, num_warps=1, num_stages=1),
-    "backward": "split",
     "chunk_bwd": dict(num_warps=1, num_stages=1),
-    "pairs_bwd": dict(num_warps=1, num_stages=1),
-    "states_bwd": dict(num_warps=1, num_stages=1),
 }
 
 
@@ -181,9 +162,6 @@ def _check_blocking(BC: int, BT: int, block_states: str) -> None:
     if BT not in BLOCKS or BT > BC:
         raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
                          f"({BC}), got {BT}")
-    backward = _config("backward")
-    if backward not in BACKWARDS:
-        raise ValueError(f"CONFIGS['backward'] must be one of {BACKWARDS}, got {backward!r}")
     if block_states not in BLOCK_STATES:
         raise ValueError(f"CONFIGS['block_states'] must be one of {BLOCK_STATES}, got "
                          f"{block_states!r}")
@@ -265,27 +243,11 @@ def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht):
     BT = _config("block")
     dv, db, dc, dg = (torch.empty_like(t) for t in (v, b, c, g))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
-    if _config("backward") == "split":
-        # the pairs' parts of dv, dc, db and dlog, every block at once (fp32), then the
-        # parts through the states, chunk by chunk
-        dvp = v.new_empty(v.shape, dtype=torch.float32)
-        dcp, dbp, xp = (b.new_empty(b.shape, dtype=torch.float32) for _ in range(3))
-        cfg = _config("pairs_bwd")
-        _pairs_bwd_kernel[(triton.cdiv(T, BT), B * H)](
-            v, b, c, g, A, do, dvp, dcp, dbp, xp, T, H=H, S=S, D=D, BS=BS, BD=BD, BT=BT,
-            LOG2_BT=BT.bit_length() - 1, PRECISION=precision,
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-        cfg = _config("states_bwd")
-        _states_bwd_kernel[(NC, B * H)](
-            v, b, c, g, A, do, hb, dhs, dvp, dcp, dbp, xp, dv, db, dc, dg, dA, T, H=H, S=S,
-            D=D, BC=BC, BS=BS, BD=BD, BT=BT, PRECISION=precision,
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    else:
-        cfg = _config("chunk_bwd")
-        _chunk_bwd_kernel[(NC, B * H)](
-            v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS,
-            BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PRECISION=precision,
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    cfg = _config("chunk_bwd")
+    _chunk_bwd_kernel[(NC, B * H)](
+        v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
+        BT=BT, LOG2_BT=BT.bit_length() - 1, PRECISION=precision,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     dA = dA.view(B, H, NC, S).sum(dim=(0, 2))  # (H, S)
     return dv, db, dc, dg, dA, dh0
 
