@@ -47,11 +47,6 @@ import torch
 import torch.nn.functional as F
 from einops import einsum, rearrange
 from torch import nn
-from torch.utils.checkpoint import (
-    CheckpointPolicy,
-    checkpoint,
-    create_selective_checkpoint_contexts,
-)
 from torch.utils.flop_counter import flop_registry, register_flop_formula
 
 __all__ = [
@@ -223,12 +218,38 @@ def _combine(y: torch.Tensor, routing) -> torch.Tensor:
     return (y * routing.combine.to(y.dtype)[..., None]).sum(dim=1)  # (n, dim)
 
 
-def _keep_grouped_mm_outputs(ctx, op, *args, **kwargs):
-    """Selective checkpointing's rule for :func:`routed_grouped`: keep what the grouped
-    matrix multiplies return, recompute everything else in the backward."""
-    if op is torch.ops.aten._grouped_mm.default:
-        return CheckpointPolicy.MUST_SAVE
-    return CheckpointPolicy.PREFER_RECOMPUTE
+class _Rebuilt:
+    """Saved-tensor hooks that store, for the tensors named with :meth:`rebuild`, the
+    function that recomputes them instead of the tensor: autograd saves the closure and
+    calls it when the backward (each backward, under ``retain_graph``) unpacks the slot.
+    Any other tensor is saved as usual."""
+
+    def __init__(self):
+        self.rules = {}  # id(tensor) -> (tensor, its recompute function), during the forward
+
+    def rebuild(self, t: torch.Tensor, fn) -> torch.Tensor:
+        self.rules[id(t)] = (t, fn)
+        return t
+
+    def pack(self, t):
+        rule = self.rules.get(id(t))
+        return (rule[1], None) if rule is not None and rule[0] is t else (None, t)
+
+    @staticmethod
+    def unpack(packed):
+        fn, t = packed
+        return fn() if fn is not None else t
+
+    @contextlib.contextmanager
+    def hooks(self, active: bool = True):
+        if not active:
+            yield self
+            return
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack):
+                yield self
+        finally:
+            self.rules.clear()  # the forward's own references go; the closures stay
 
 
 def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
@@ -236,21 +257,11 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
     """The routed experts' output (n, dim) for x (n, dim) with ``torch._grouped_mm``: the
     assignments in expert order, one group of rows per expert.
 
-    With ``recompute`` (and autograd recording), the backward keeps only the three grouped
-    products' outputs and recomputes the rest (PyTorch's selective activation
-    checkpointing): the gathered rows, the SiLU product and, under autocast, the weights
-    cast to bf16. Those are copies and element-wise work, cheap against the products,
-    and the cast weights alone are as large as the experts' bf16 parameters. The
-    numbers are the same either way."""
-    if recompute and torch.is_grad_enabled() and not x.is_meta:
-        context = functools.partial(create_selective_checkpoint_contexts,
-                                    _keep_grouped_mm_outputs)
-        return checkpoint(_routed_grouped, x, routing, experts, use_reentrant=False,
-                          context_fn=context, preserve_rng_state=False)
-    return _routed_grouped(x, routing, experts)
-
-
-def _routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Tensor:
+    With ``recompute``, the backward recomputes three kinds of tensor instead of keeping
+    them from the forward: the weights cast to the compute dtype (under autocast, as large
+    as the experts' bf16 parameters), SiLU(x W1) and the SwiGLU product. Each is a copy or
+    element-wise work from tensors the backward keeps anyway, cheap against the products.
+    The numbers are the same either way."""
     n = x.shape[0]
     dtype = compute_dtype(x)
     rows = routing.by_expert  # (k*n,) choice-major assignment ids, sorted by expert
@@ -260,9 +271,14 @@ def _routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.T
     # (even for a non-finite x) to the output and to its expert's weight gradients
     xs = torch.where(kept[:, None], x.to(dtype).index_select(0, token), 0)  # (k*n, dim)
     ends = routing.counts.cumsum(0).to(torch.int32)  # (e,) one past each group's last row
-    w1, w3, w2 = (w.to(dtype).transpose(1, 2) for w in (experts.w1, experts.w3, experts.w2))
-    h = F.silu(torch._grouped_mm(xs, w1, offs=ends)) * torch._grouped_mm(xs, w3, offs=ends)
-    y = torch._grouped_mm(h, w2, offs=ends)  # (k*n, inter) -> (k*n, dim), expert order
+    with _Rebuilt().hooks(recompute and torch.is_grad_enabled()) as saved:
+        w1, w3, w2 = (saved.rebuild(w.to(dtype).transpose(1, 2),
+                                    lambda w=w: w.to(dtype).transpose(1, 2))
+                      for w in (experts.w1, experts.w3, experts.w2))  # (e, in, out)
+        h1, h3 = torch._grouped_mm(xs, w1, offs=ends), torch._grouped_mm(xs, w3, offs=ends)
+        a = saved.rebuild(F.silu(h1), lambda: F.silu(h1))  # (k*n, inter)
+        h = saved.rebuild(a * h3, lambda: F.silu(h1) * h3)
+        y = torch._grouped_mm(h, w2, offs=ends)  # (k*n, inter) -> (k*n, dim), expert order
     y = torch.empty_like(y).index_copy(0, rows, y)  # (k*n, dim) back to choice-major
     return _combine(y, routing)
 

@@ -293,13 +293,16 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.skipif(not moe_dispatch.grouped_mm_supported(torch.device("cpu"), torch.bfloat16,
-                                                          64, 128),
-                    reason="this torch has no CPU _grouped_mm")
+NO_CPU_GROUPED_MM = pytest.mark.skipif(
+    not moe_dispatch.grouped_mm_supported(torch.device("cpu"), torch.bfloat16, 64, 128),
+    reason="this torch has no CPU _grouped_mm")
+
+
+@NO_CPU_GROUPED_MM
 @pytest.mark.parametrize("autocast", [False, True])
-def test_grouped_path_recomputes_all_but_the_products(config, autocast):
-    """routed_grouped(recompute=True) gives the very same numbers as without, and its
-    backward re-runs the casts and the SiLU but not the grouped products' forward."""
+def test_grouped_path_recomputes_casts_and_swiglu(config, autocast):
+    """routed_grouped(recompute=True) gives the very same numbers as without; its backward
+    re-runs the weight casts and the SiLU, never a grouped product's forward."""
     moe = decisive(config, 0.3)
     x = torch.randn(33, config.dim)
     grad = torch.randn(33, config.dim)
@@ -309,9 +312,54 @@ def test_grouped_path_recomputes_all_but_the_products(config, autocast):
     for a, b in zip(g0, g1, strict=True):
         assert torch.equal(a, b)
     assert ops1["_grouped_mm"] == ops0["_grouped_mm"]  # only the gradients' products
-    assert ops1["silu"] == ops0["silu"] + 1
+    assert ops1["silu"] == ops0["silu"] + 2  # SiLU(h1) for its own slot and for the product
     casts = 3 if autocast else 0  # the expert weights to bf16, again
-    assert ops1["_to_copy"] >= ops0["_to_copy"] + casts
+    assert ops1["_to_copy"] == ops0["_to_copy"] + casts
+
+
+@NO_CPU_GROUPED_MM
+def test_grouped_path_keeps_no_cast_weights():
+    """What the backward unpacks for a cast weight is made afresh at each unpacking (two
+    unpackings alive at once live in different memory), where a stored tensor would come
+    back as itself."""
+    moe = decisive(load_config("hymo_mini").model, 8.0)
+    x = torch.randn(16, moe.config.dim, requires_grad=True)
+    r = moe.route(x.detach())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fresh = moe_dispatch.routed_grouped(x, r, moe.experts, recompute=True)
+        kept = moe_dispatch.routed_grouped(x, r, moe.experts, recompute=False)
+
+    def saved_weights(y):
+        nodes, seen, out = [y.grad_fn], set(), []
+        while nodes:
+            node = nodes.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if "GroupedMm" in node.name():  # its weight operand, by this torch's name
+                name = "_saved_mat2" if hasattr(node, "_saved_mat2") else "_saved_mat_b"
+                out.append(getattr(node, name))
+            nodes += [f for f, _ in node.next_functions]
+        return out
+
+    a, b = saved_weights(fresh), saved_weights(fresh)
+    assert len(a) == 3 and all(s.dtype == torch.bfloat16 for s in a)
+    assert all(u.data_ptr() != v.data_ptr() for u, v in zip(a, b, strict=True))
+    c, d = saved_weights(kept), saved_weights(kept)
+    assert all(u.data_ptr() == v.data_ptr() for u, v in zip(c, d, strict=True))
+
+
+@NO_CPU_GROUPED_MM
+def test_grouped_path_backward_twice_with_retain_graph(config):
+    """Two backwards through one graph (retain_graph) give twice the gradients."""
+    moe = decisive(config, 0.3)
+    x = torch.randn(3, 11, config.dim, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = with_impl(moe, "grouped")(x)
+    y.float().square().sum().backward(retain_graph=True)
+    once = x.grad.clone()
+    y.float().square().sum().backward()
+    assert torch.equal(x.grad, 2 * once)
 
 
 @pytest.mark.parametrize("impl", ["loop", *FAST])
