@@ -257,21 +257,25 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
     """The routed experts' output (n, dim) for x (n, dim) with ``torch._grouped_mm``: the
     assignments in expert order, one group of rows per expert.
 
-    With ``recompute``, the backward recomputes three kinds of tensor instead of keeping
-    them from the forward: the weights cast to the compute dtype (under autocast, as large
-    as the experts' bf16 parameters), SiLU(x W1) and the SwiGLU product. Each is a copy or
-    element-wise work from tensors the backward keeps anyway, cheap against the products.
-    The numbers are the same either way."""
+    With ``recompute``, the backward recomputes four kinds of tensor instead of keeping
+    them from the forward: the rows gathered from x (which the router keeps anyway), the
+    weights cast to the compute dtype (under autocast, as large as the experts' bf16
+    parameters), SiLU(x W1) and the SwiGLU product. Each is a copy or element-wise work
+    from tensors the backward keeps anyway, cheap against the products; what stays is
+    x W1, x W3 and the output rows. The numbers are the same either way."""
     n = x.shape[0]
     dtype = compute_dtype(x)
     rows = routing.by_expert  # (k*n,) choice-major assignment ids, sorted by expert
     token = rows % n  # (k*n,) the token of each row
     kept = rearrange(routing.kept, "n k -> (k n)").gather(0, rows)  # (k*n,)
-    # a dropped row's combine weight is 0; its input is zeroed too, so it adds exact zeros
-    # (even for a non-finite x) to the output and to its expert's weight gradients
-    xs = torch.where(kept[:, None], x.to(dtype).index_select(0, token), 0)  # (k*n, dim)
     ends = routing.counts.cumsum(0).to(torch.int32)  # (e,) one past each group's last row
+
+    def gather():  # a dropped row's combine weight is 0; its input is zeroed too, so it
+        # adds exact zeros (even for a non-finite x) to the output and its expert's gradients
+        return torch.where(kept[:, None], x.to(dtype).index_select(0, token), 0)  # (k*n, dim)
+
     with _Rebuilt().hooks(recompute and torch.is_grad_enabled()) as saved:
+        xs = saved.rebuild(gather(), gather)
         w1, w3, w2 = (saved.rebuild(w.to(dtype).transpose(1, 2),
                                     lambda w=w: w.to(dtype).transpose(1, 2))
                       for w in (experts.w1, experts.w3, experts.w2))  # (e, in, out)

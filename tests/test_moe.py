@@ -302,7 +302,7 @@ NO_CPU_GROUPED_MM = pytest.mark.skipif(
 @pytest.mark.parametrize("autocast", [False, True])
 def test_grouped_path_recomputes_casts_and_swiglu(config, autocast):
     """routed_grouped(recompute=True) gives the very same numbers as without; its backward
-    re-runs the weight casts and the SiLU, never a grouped product's forward."""
+    re-runs the gather, the casts and the SiLU, never a grouped product's forward."""
     moe = decisive(config, 0.3)
     x = torch.randn(33, config.dim)
     grad = torch.randn(33, config.dim)
@@ -313,8 +313,10 @@ def test_grouped_path_recomputes_casts_and_swiglu(config, autocast):
         assert torch.equal(a, b)
     assert ops1["_grouped_mm"] == ops0["_grouped_mm"]  # only the gradients' products
     assert ops1["silu"] == ops0["silu"] + 2  # SiLU(h1) for its own slot and for the product
-    casts = 3 if autocast else 0  # the expert weights to bf16, again
-    assert ops1["_to_copy"] == ops0["_to_copy"] + casts
+    # the gathered rows, once for each product that reads them (x W1, x W3), x cast to
+    # bf16 with them, and the three expert weights to bf16
+    assert ops1["index_select"] == ops0["index_select"] + 2
+    assert ops1["_to_copy"] == ops0["_to_copy"] + (5 if autocast else 0)
 
 
 @NO_CPU_GROUPED_MM
