@@ -14,13 +14,15 @@ from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "MOE_RUN", "CONFIG_SWEEP_RUN",
+__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "MOE_RUN", "CONFIG_SWEEP_RUN",
            "precision_table", "dispatch_table", "delta_peers_table", "delta_peak_bytes",
            "moe_dispatch_table", "config_sweep_table"]
 
 GATED_DELTA_RUN = "gated_delta_h200_2026-12-01.json"
 # the delta rule's kernel after its tuning (16-step chunks, Mk and (I + M)⁻¹ kept), peers only
 DELTA_PEERS_RUN = "gated_delta_h200_2026-12-02.json"
+# the same kernel beside chunk_kda in bf16 (the run above stopped before fla's bf16 case)
+DELTA_BF16_PEERS_RUN = "gated_delta_bf16_h200_2026-12-02.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
 CONFIG_SWEEP_RUN = "chunk_sweep_h200_2026-11-30.json"
 
@@ -89,7 +91,8 @@ _PEER_LABELS = {"chunk_triton": "hymo Triton chunk", "chunk_triton_kernel": "  i
                 "fla_chunk_gdr": "fla chunk_gated_delta_rule (one decay per head)"}
 
 
-def delta_peers_table(runs: tuple[str, ...] = (DELTA_PEERS_RUN,)) -> CaptionedTable:
+def delta_peers_table(runs: tuple[str, ...] = (DELTA_PEERS_RUN, DELTA_BF16_PEERS_RUN)
+                      ) -> CaptionedTable:
     """The delta rule's backends at B = 4, T = 4,096: the fp32 shape of the first run and
     the bf16 shape of the last run that has one. Each row: forward, forward + backward, peak
     memory and output error against the fp64 loop, and forward + backward over fla

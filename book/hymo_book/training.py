@@ -1,5 +1,6 @@
 """Chapter 17's measured runs: the committed CPU training run, and the whole training step of
-hymo_750m on one GPU (``book/results/train_step_h200_2026-12-01.json``).
+hymo_750m on one GPU (``book/results/train_step_h200_2026-12-01.json``, every case; the
+runs of 2026-12-02 after the step's memory changes, at B = 4, T = 4,096).
 
 The plots of a run are the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this
 module feeds them the committed runs, and turns the GPU report of
@@ -22,9 +23,20 @@ from hymo_mini.viz.train_plots import loss_curve
 
 __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
            "case_config", "model_flops_per_token", "train_step_table", "targets_table",
-           "cost_model_table", "step_profile_figure", "COMPONENTS", "FIGURES"]
+           "cost_model_table", "step_profile_figure", "COMPONENTS", "FIGURES",
+           "MEMORY_RUNS", "TRAIN_STEP_LATEST", "TRAIN_STEP_PEER", "freed_bytes",
+           "memory_table", "latest_targets_table"]
 
 TRAIN_STEP = "train_step_h200_2026-12-01.json"
+# the fast path at B = 4, T = 4,096 in four runs of 2026-12-02: (file, what the run had)
+MEMORY_RUNS = (
+    ("train_step_hybrid_h200_2026-12-02.json", "every MoE tensor kept, block states stored"),
+    ("train_step_h200_2026-12-02.json", "MoE recomputation, block states stored"),
+    ("train_step_peer_h200_2026-12-02.json", "MoE recomputation, block states stored"),
+    ("train_step_recompute_h200_2026-12-02.json", "MoE recomputation, block states rebuilt"),
+)
+TRAIN_STEP_LATEST = "train_step_h200_2026-12-02.json"  # fast, reference and Llama, one run
+TRAIN_STEP_PEER = "train_step_peer_h200_2026-12-02.json"  # fast beside fla's GLA model
 
 # case kind -> what the table calls it
 KINDS = {
@@ -33,6 +45,7 @@ KINDS = {
     "hybrid_fast_eager_gdn": "hybrid 3:1, fast path but eager GDN block",
     "hybrid_fast_muon": "hybrid 3:1, fast path, Muon split",
     "llama_sdpa": "HF Llama (SDPA), the peer",
+    "fla_gla": "fla GLA model, the second peer",
     "gdn_fast": "all-GDN stack, fast path",
     "mla_fast": "all-MLA stack, fast path",
 }
@@ -189,3 +202,54 @@ def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
 
 
 FIGURES = {"train_loss_curve.png": train_curve_figure}
+
+
+def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = 64, block: int = 16) -> dict:
+    """What the two memory changes stop keeping for the backward, by count (bytes): per MoE
+    layer, the rows gathered for the experts (k·n × dim), the expert weights cast to bf16
+    (3 · E · inter · dim) and SiLU(x W1) with the SwiGLU product (2 · k·n × inter), all
+    bf16; per GDN layer, under block states rebuilt, the states of every ``block``-step
+    block less those of every ``chunk``-step chunk (H · S · D fp32 each, per sequence)."""
+    n, k, E = B * T, config.n_activated_experts, config.n_routed_experts
+    n_moe = len(config.mla_positions)
+    heads = config.gdn_d_inner // config.gdn_headdim
+    state = heads * config.gdn_d_state * config.gdn_headdim * 4 * B
+    per_moe = {"gathered rows": k * n * config.dim * 2,
+               "expert weights in bf16": 3 * E * config.moe_inter_dim * config.dim * 2,
+               "SiLU(x W1) and the product": 2 * k * n * config.moe_inter_dim * 2}
+    blocks = -(-T // block) - -(-T // chunk)
+    return {"per_moe_layer": per_moe, "moe_layers": n_moe,
+            "moe_total": n_moe * sum(per_moe.values()),
+            "per_gdn_layer": blocks * state, "gdn_layers": config.n_layers - n_moe,
+            "gdn_total": (config.n_layers - n_moe) * blocks * state}
+
+
+def memory_table(runs=MEMORY_RUNS) -> CaptionedTable:
+    """The fast hybrid at B = 4, T = 4,096 in each run: what it kept, peak memory, step time
+    and tokens/s, and the run's file (each row is its own run)."""
+    rows, values, captions = [], [], []
+    for i, (name, what) in enumerate(runs):
+        report = load_result(name, need=("cases",))
+        c = case(report, "hybrid_fast")
+        mark = f"[{chr(ord('a') + i)}]"
+        rows.append((f"{mark} {what}", f"{c['peak_GiB']:.1f}", f"{c['step_ms']:.0f}",
+                     f"{c['tokens_per_s']:,}"))
+        values.append({"file": name, "what": what, **c})
+        captions.append(run_caption(report, width=96, mark=mark + " "))
+    table = TextTable(("run: the fast hybrid with", "peak GiB", "ms per step", "tokens/s"),
+                      rows, title="the fast hybrid's memory, B = 4, T = 4,096, one run per row")
+    return CaptionedTable(table, "\n".join(captions), values)
+
+
+def latest_targets_table(latest: str = TRAIN_STEP_LATEST,
+                         peer: str = TRAIN_STEP_PEER) -> CaptionedTable:
+    """The targets as recorded by the latest run, with "faster than fla GLA" filled in from
+    the run that timed the fast path beside fla's GLA model (the ratio within that run)."""
+    report, other = load_train_step(latest), load_train_step(peer)
+    targets = {k: dict(v) for k, v in report["targets_hybrid_b4t4096"].items()}
+    gla = other["targets_hybrid_b4t4096"]["faster than fla GLA"]
+    if targets["faster than fla GLA"]["value"] is None and gla["value"] is not None:
+        targets["faster than fla GLA"] = dict(gla, run=peer)
+    table = targets_table({**report, "targets_hybrid_b4t4096": targets})
+    table.caption = f"{table.caption}\n{run_caption(other, width=96)}"
+    return table
