@@ -257,12 +257,13 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
     """The routed experts' output (n, dim) for x (n, dim) with ``torch._grouped_mm``: the
     assignments in expert order, one group of rows per expert.
 
-    With ``recompute``, the backward recomputes four kinds of tensor instead of keeping
+    With ``recompute``, the backward recomputes five kinds of tensor instead of keeping
     them from the forward: the rows gathered from x (which the router keeps anyway), the
     weights cast to the compute dtype (under autocast, as large as the experts' bf16
-    parameters), SiLU(x W1) and the SwiGLU product. Each is a copy or element-wise work
-    from tensors the backward keeps anyway, cheap against the products; what stays is
-    x W1, x W3 and the output rows. The numbers are the same either way."""
+    parameters), SiLU(x W1), the SwiGLU product and the output rows put back in token
+    order. Each is a copy or element-wise work from tensors the backward keeps anyway,
+    cheap against the products; what stays is x W1, x W3 and the products' output. The
+    numbers are the same either way."""
     n = x.shape[0]
     dtype = compute_dtype(x)
     rows = routing.by_expert  # (k*n,) choice-major assignment ids, sorted by expert
@@ -283,8 +284,14 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
         a = saved.rebuild(F.silu(h1), lambda: F.silu(h1))  # (k*n, inter)
         h = saved.rebuild(a * h3, lambda: F.silu(h1) * h3)
         y = torch._grouped_mm(h, w2, offs=ends)  # (k*n, inter) -> (k*n, dim), expert order
-    y = torch.empty_like(y).index_copy(0, rows, y)  # (k*n, dim) back to choice-major
-    return _combine(y, routing)
+
+        def unsort():  # back to choice-major (k*n, dim), as (n, k, dim)
+            return rearrange(torch.empty_like(y).index_copy(0, rows, y), "(k n) d -> n k d",
+                             k=routing.indices.shape[1])
+
+        ys = saved.rebuild(unsort(), unsort)
+        # each token's k expert outputs times its combine weights (0 where dropped), summed
+        return (ys * routing.combine.to(ys.dtype)[..., None]).sum(dim=1)  # (n, dim)
 
 
 def routed_padded(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Tensor:

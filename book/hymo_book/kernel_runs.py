@@ -14,9 +14,9 @@ from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "MOE_RUN", "CONFIG_SWEEP_RUN",
-           "precision_table", "dispatch_table", "delta_peers_table", "delta_peak_bytes",
-           "moe_dispatch_table", "config_sweep_table"]
+__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "MOE_RUN",
+           "CONFIG_SWEEP_RUN", "precision_table", "dispatch_table", "delta_peers_table",
+           "delta_peak_bytes", "moe_dispatch_table", "config_sweep_table"]
 
 GATED_DELTA_RUN = "gated_delta_h200_2026-12-01.json"
 # the delta rule's kernel after its tuning (16-step chunks, Mk and (I + M)⁻¹ kept), peers only

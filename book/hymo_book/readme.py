@@ -61,12 +61,29 @@ def _step_text(step: dict) -> list[str]:
     return [
         f"The fast path is {fast / ref:.1f}× the reference path (3× was the aim) and "
         f"{fast / llama:.2f}× Llama's tokens/s at the same active size; its peak of "
-        f"{c['hybrid_fast_b4t4096']['peak_GiB']:.1f} GiB is above the 40 GiB aimed for. fla's GLA "
-        "model, the second peer, did not run within that session's GPU time. At T = 16,384 (B = 1) "
+        f"{c['hybrid_fast_b4t4096']['peak_GiB']:.1f} GiB was above the 40 GiB aimed for. "
+        "At T = 16,384 (B = 1) "
         f"the hybrid's {_n(long_h)} tokens/s are {long_h / long_m:.2f}× the all-MLA stack's "
         f"{_n(long_m)}; at 4,096 the ratio is {fast / short_m:.2f}×, not the document's "
         "\"3–5× faster\" than all-attention.",
     ] if r else []
+
+
+def _memory_text(latest: dict, peer: dict) -> list[str]:
+    c, o = latest["cases"], peer["cases"]
+    fast, ref, llama = (c[k] for k in
+                        ("hybrid_fast_b4t4096", "hybrid_reference_b4t4096", "llama_sdpa_b4t4096"))
+    pf, gla = o["hybrid_fast_b4t4096"], o["fla_gla_b4t4096"]
+    return [f"**After the memory changes** (the MoE recomputes its cast weights and SwiGLU "
+            f"pieces in the backward; {latest['file']}, B = 4, T = 4,096): the fast path "
+            f"{_n(fast['tokens_per_s'])} tokens/s, {100 * fast['mfu']:.1f}% MFU, peak "
+            f"{fast['peak_GiB']:.1f} GiB (the 40 GiB target met), "
+            f"{fast['tokens_per_s'] / ref['tokens_per_s']:.2f}× the reference path and "
+            f"{fast['tokens_per_s'] / llama['tokens_per_s']:.2f}× Llama in the same run. Beside "
+            f"fla's GLA model ({peer['file']}): {_n(pf['tokens_per_s'])} against "
+            f"{_n(gla['tokens_per_s'])} tokens/s "
+            f"({pf['tokens_per_s'] / gla['tokens_per_s']:.2f}×), peak "
+            f"{pf['peak_GiB']:.1f} against {gla['peak_GiB']:.1f} GiB."]
 
 
 def _precision_text(delta: dict) -> list[str]:
@@ -79,11 +96,12 @@ def _precision_text(delta: dict) -> list[str]:
             "in the output."]
 
 
-def _delta_text(delta: dict) -> list[str]:
+def _delta_text(delta: dict, bf16_run: dict) -> list[str]:
     res = delta["peers"]["B4_T4096_H40_float32"]["results"]
     ours, peer, tf = res["chunk_triton"], res["fla_chunk_kda"], res["chunk_triton_kernel_tf32"]
-    ratio, bf16 = ours["fwdbwd_ms"] / peer["fwdbwd_ms"], delta["peers"].get(
-        "B4_T4096_H40_bfloat16", {}).get("results", {}).get("chunk_triton")
+    ratio = ours["fwdbwd_ms"] / peer["fwdbwd_ms"]
+    low = bf16_run["peers"]["B4_T4096_H40_bfloat16"]["results"]
+    bf16, kda16 = low["chunk_triton"], low["fla_chunk_kda"]
     text = (f"**The true gated delta rule**: the chunked kernel against fla's `chunk_kda` (the "
             f"same rule) at B = 4, T = 4,096, fp32 ({delta['file']}): hymo "
             f"{_ms(ours['fwd_ms'])} forward, {_ms(ours['fwdbwd_ms'])} forward + backward, "
@@ -91,9 +109,10 @@ def _delta_text(delta: dict) -> list[str]:
             f"{_ms(peer['fwd_ms'])}, {_ms(peer['fwdbwd_ms'])}, {_n(peer['peak_mib'])} MiB. "
             f"Forward + backward {ratio:.2f}× fla's (the target: at most 0.8×); with TF32 "
             f"products {_ms(tf['fwd_ms'])} / {_ms(tf['fwdbwd_ms'])}.")
-    if bf16:
-        text += (f" bf16: {_ms(bf16['fwd_ms'])} / {_ms(bf16['fwdbwd_ms'])}, "
-                 f"{_n(bf16['peak_mib'])} MiB (fla's bf16 case was not reached in that run).")
+    text += (f" bf16 ({bf16_run['file']}): hymo {_ms(bf16['fwd_ms'])} / "
+             f"{_ms(bf16['fwdbwd_ms'])}, {_n(bf16['peak_mib'])} MiB; fla "
+             f"{_ms(kda16['fwd_ms'])} / {_ms(kda16['fwdbwd_ms'])}, {_n(kda16['peak_mib'])} MiB: "
+             f"{bf16['fwdbwd_ms'] / kda16['fwdbwd_ms']:.2f}× fla's forward + backward.")
     return [text]
 
 
@@ -166,6 +185,9 @@ def measured_section() -> str:
              "fast path is the grouped MoE dispatch, the compiled GDN block and the chunked loss, "
              "the reference path the loop over experts, the eager block and the plain loss.", ""]
     lines += _step_table(step) + [""] + _step_text(step) + [""]
+    lines += _memory_text(load_result("train_step_h200_2026-12-02.json", need=("cases",)),
+                          load_result("train_step_peer_h200_2026-12-02.json", need=("cases",)))
+    lines += [""]
     gdn = load_result("gdn_h200_2026-11-30.json", need=("shapes",))
     rec = load_result("gdn_recurrent_h200_2026-11-30.json", need=("shapes",))
     lines += [f"**The GDN recurrence, the document's rule**: the chunked kernel against fla's "
@@ -174,7 +196,8 @@ def measured_section() -> str:
               "fp32-grade products (\"tf32x3\") by default.", ""]
     lines += _gla_table(gdn) + [""] + _precision_text(delta) + [""]
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
-    lines += _delta_text(tuned) + [""] + _recurrent_text(rec) + [""]
+    bf16_run = load_result("gated_delta_bf16_h200_2026-12-02.json", need=("peers",))
+    lines += _delta_text(tuned, bf16_run) + [""] + _recurrent_text(rec) + [""]
     lines += ["![GDN kernel benchmark](figures/gdn_benchmark.png)", ""]
     lines += _fsdp_text(load_fsdp()) + [""]
     lines += _mqar_text(load_seeds())

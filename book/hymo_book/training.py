@@ -207,16 +207,18 @@ FIGURES = {"train_loss_curve.png": train_curve_figure}
 def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = 64, block: int = 16) -> dict:
     """What the two memory changes stop keeping for the backward, by count (bytes): per MoE
     layer, the rows gathered for the experts (k·n × dim), the expert weights cast to bf16
-    (3 · E · inter · dim) and SiLU(x W1) with the SwiGLU product (2 · k·n × inter), all
-    bf16; per GDN layer, under block states rebuilt, the states of every ``block``-step
-    block less those of every ``chunk``-step chunk (H · S · D fp32 each, per sequence)."""
+    (3 · E · inter · dim), SiLU(x W1) with the SwiGLU product (2 · k·n × inter) and the
+    output rows in token order (k·n × dim), all bf16; per GDN layer, under block states
+    rebuilt, the states of every ``block``-step block less those of every ``chunk``-step
+    chunk (H · S · D fp32 each, per sequence)."""
     n, k, E = B * T, config.n_activated_experts, config.n_routed_experts
     n_moe = len(config.mla_positions)
     heads = config.gdn_d_inner // config.gdn_headdim
     state = heads * config.gdn_d_state * config.gdn_headdim * 4 * B
     per_moe = {"gathered rows": k * n * config.dim * 2,
                "expert weights in bf16": 3 * E * config.moe_inter_dim * config.dim * 2,
-               "SiLU(x W1) and the product": 2 * k * n * config.moe_inter_dim * 2}
+               "SiLU(x W1) and the product": 2 * k * n * config.moe_inter_dim * 2,
+               "output rows in token order": k * n * config.dim * 2}
     blocks = -(-T // block) - -(-T // chunk)
     return {"per_moe_layer": per_moe, "moe_layers": n_moe,
             "moe_total": n_moe * sum(per_moe.values()),

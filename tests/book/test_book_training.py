@@ -71,3 +71,60 @@ def test_the_profile_figure_has_a_hatched_bar_series_per_path():
     assert [label.get_text() for label in ax.get_yticklabels()] == ["MoE", "head and losses"]
     assert_series_distinct(fig)
     assert len(ax.containers) == 2
+
+
+def test_freed_bytes_are_what_the_grouped_path_would_keep():
+    """The MoE items of freed_bytes, against the bf16 tensors routed_grouped saves for its
+    backward without recomputation (hymo_mini's tiny config, under CPU autocast): those
+    items plus what it keeps either way, x W1, x W3, the third product's output and the
+    combine weights."""
+    import torch
+
+    from hymo_mini import moe_dispatch
+    from hymo_mini.config import load_config, replace
+    from hymo_mini.moe import DeepSeekMoE
+
+    config = replace(load_config("hymo_mini").model, capacity_factor=8.0)
+    if not moe_dispatch.grouped_mm_supported(torch.device("cpu"), torch.bfloat16, config.dim,
+                                             config.moe_inter_dim):
+        pytest.skip("this torch has no CPU _grouped_mm")
+    B, T = 2, 16
+    moe = DeepSeekMoE(config)
+    x = torch.randn(B * T, config.dim, requires_grad=True)
+    routing = moe.route(x.detach())
+    saved = {}
+
+    def pack(t):
+        if t.dtype == torch.bfloat16:
+            saved[(t.data_ptr(), tuple(t.shape))] = t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            moe_dispatch.routed_grouped(x, routing, moe.experts, recompute=False)
+    n, k = B * T, config.n_activated_experts
+    kept_anyway = (2 * (k * n * config.moe_inter_dim * 2) + k * n * config.dim * 2
+                   + n * k * 2)
+    freed = training.freed_bytes(config, B, T)
+    assert sum(saved.values()) == sum(freed["per_moe_layer"].values()) + kept_anyway
+    assert freed["moe_layers"] == len(config.mla_positions)
+
+
+def test_freed_bytes_count_the_block_states_beyond_the_chunk_states():
+    from hymo_mini.config import load_config
+
+    config = load_config("hymo_750m").model
+    freed = training.freed_bytes(config, B=4, T=4096)
+    heads = config.gdn_d_inner // config.gdn_headdim
+    assert freed["per_gdn_layer"] == 4 * heads * (256 - 64) * 32 * 32 * 4
+    assert freed["gdn_layers"] == 24
+
+
+def test_the_memory_table_and_the_latest_targets_read_the_committed_runs():
+    memory = training.memory_table()
+    assert [r["file"] for r in memory.rows] == [name for name, _ in training.MEMORY_RUNS]
+    assert all(f"[{m}]" in memory.caption for m in "abcd")
+    targets = {r["target"]: r for r in training.latest_targets_table().rows}
+    gla = targets["faster than fla GLA"]
+    assert gla["run"] == training.TRAIN_STEP_PEER and gla["value"] is not None
+    assert targets["peak <= 40 GiB"]["met"] is True
