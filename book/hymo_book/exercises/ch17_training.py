@@ -1,9 +1,10 @@
-"""Exercises of chapter 17 (training): the warmup-stable-decay multiplier, and one Newton-Schulz
-step of Muon."""
+"""Exercises of chapter 17 (training): the warmup-stable-decay multiplier, one Newton-Schulz
+step of Muon, and the bytes autograd keeps for a backward."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from hymo_book.exercises import Case, Exercise, compare_tensors
 from hymo_mini.config import SchedulerConfig
@@ -99,6 +100,62 @@ def _ns_compare(got, expected, case):
     return compare_tensors(got, expected, case, rtol=1e-6, atol=1e-9)
 
 
+# ---- what autograd keeps ----------------------------------------------------------------------
+def _saved_oracle(fn, *inputs):
+    """Bytes of the distinct storages autograd saves while computing fn(*inputs)."""
+    storages = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*inputs)
+    return sum(storages.values())
+
+
+def _leaf(*shape, grad=True, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(sum(shape))
+    return torch.randn(*shape, generator=gen, dtype=dtype).requires_grad_(grad)
+
+
+def _saved_cases():
+    return [Case("a product x @ w: both factors", (torch.matmul, _leaf(4, 8), _leaf(8, 16))),
+            Case("x @ w with only x trained: w alone", (torch.matmul, _leaf(4, 8),
+                                                         _leaf(8, 16, grad=False))),
+            Case("sin: its input", (torch.sin, _leaf(5, 7))),
+            Case("exp: its output", (torch.exp, _leaf(5, 7))),
+            Case("x * x: x once", (lambda x: x * x, _leaf(6, 3))),
+            Case("a sum: nothing", (torch.sum, _leaf(6, 3))),
+            Case("x + y: nothing", (torch.add, _leaf(3, 4), _leaf(3, 4))),
+            Case("SiLU(x) * y", (lambda x, y: F.silu(x) * y, _leaf(4, 9), _leaf(4, 9))),
+            Case("x @ w.T: the view holds w's memory", (lambda x, w: x @ w.T, _leaf(4, 8),
+                                                         _leaf(16, 8))),
+            Case("bf16 copies of the factors", (lambda x, w: x.bfloat16() @ w.bfloat16(),
+                                                _leaf(4, 8), _leaf(8, 16)))]
+
+
+def _saved_compare(got, expected, case):
+    if not isinstance(got, int) or isinstance(got, bool):
+        return f"case {case.name}: expected an int (bytes), got {type(got).__name__}"
+    if got != expected:
+        return f"case {case.name}: expected {expected:,} bytes, got {got:,}"
+    return None
+
+
+def _every_save(fn, *inputs):  # no deduplication: x * x counts x twice
+    sizes = []
+    with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: sizes.append(t.untyped_storage().nbytes()) or t, lambda t: t):
+        fn(*inputs)
+    return sum(sizes)
+
+
+def _the_inputs(fn, *inputs):  # what goes in, not what is kept
+    return sum(t.numel() * t.element_size() for t in inputs)
+
+
 EXERCISES = [
     Exercise(
         name="wsd_factor", chapter="17_training", cases=_wsd_cases, oracle=_wsd_oracle,
@@ -113,5 +170,11 @@ EXERCISES = [
                 coefficients[0] * x + coefficients[1] * (x @ x.T) @ x,
                 "case random 4x4: output differs"),  # the fifth-power term left out
                (_gram_on_the_wrong_side, "case random 4x4: output differs")],
+    ),
+    Exercise(
+        name="saved_bytes", chapter="17_training", cases=_saved_cases, oracle=_saved_oracle,
+        compare=_saved_compare,
+        wrong=[(_every_save, "case x * x: x once: expected 72 bytes, got 144"),
+               (_the_inputs, "case x @ w with only x trained: w alone: expected 512 bytes")],
     ),
 ]
