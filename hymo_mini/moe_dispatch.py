@@ -222,23 +222,36 @@ class _Rebuilt:
     """Saved-tensor hooks that store, for the tensors named with :meth:`rebuild`, the
     function that recomputes them instead of the tensor: autograd saves the closure and
     calls it when the backward (each backward, under ``retain_graph``) unpacks the slot.
-    Any other tensor is saved as usual."""
+    Any other tensor is saved as usual. The tensors a rebuild reads must not change in
+    place before the backward (as autograd demands of what it saves itself): their
+    versions are checked when it runs."""
 
     def __init__(self):
-        self.rules = {}  # id(tensor) -> (tensor, its recompute function), during the forward
+        self.rules = {}  # id(tensor) -> (tensor, function, its sources), during the forward
 
-    def rebuild(self, t: torch.Tensor, fn) -> torch.Tensor:
-        self.rules[id(t)] = (t, fn)
+    def rebuild(self, t: torch.Tensor, fn, *sources: torch.Tensor) -> torch.Tensor:
+        self.rules[id(t)] = (t, fn, sources)
         return t
 
     def pack(self, t):
         rule = self.rules.get(id(t))
-        return (rule[1], None) if rule is not None and rule[0] is t else (None, t)
+        if rule is None or rule[0] is not t:
+            return None, t
+        _, fn, sources = rule
+        return fn, (sources, [s._version for s in sources])
 
     @staticmethod
     def unpack(packed):
-        fn, t = packed
-        return fn() if fn is not None else t
+        fn, kept = packed
+        if fn is None:
+            return kept
+        sources, versions = kept
+        if any(s._version != v for s, v in zip(sources, versions, strict=True)):
+            raise RuntimeError("routed_grouped(recompute=True): a tensor its backward "
+                               "recomputes from (x, an expert weight) was modified in place "
+                               "after the forward; change it after the backward, or pass "
+                               "recompute=False")
+        return fn()
 
     @contextlib.contextmanager
     def hooks(self, active: bool = True):
@@ -276,20 +289,20 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
         return torch.where(kept[:, None], x.to(dtype).index_select(0, token), 0)  # (k*n, dim)
 
     with _Rebuilt().hooks(recompute and torch.is_grad_enabled()) as saved:
-        xs = saved.rebuild(gather(), gather)
+        xs = saved.rebuild(gather(), gather, x)
         w1, w3, w2 = (saved.rebuild(w.to(dtype).transpose(1, 2),
-                                    lambda w=w: w.to(dtype).transpose(1, 2))
+                                    lambda w=w: w.to(dtype).transpose(1, 2), w)
                       for w in (experts.w1, experts.w3, experts.w2))  # (e, in, out)
         h1, h3 = torch._grouped_mm(xs, w1, offs=ends), torch._grouped_mm(xs, w3, offs=ends)
-        a = saved.rebuild(F.silu(h1), lambda: F.silu(h1))  # (k*n, inter)
-        h = saved.rebuild(a * h3, lambda: F.silu(h1) * h3)
+        a = saved.rebuild(F.silu(h1), lambda: F.silu(h1), h1)  # (k*n, inter)
+        h = saved.rebuild(a * h3, lambda: F.silu(h1) * h3, h1, h3)
         y = torch._grouped_mm(h, w2, offs=ends)  # (k*n, inter) -> (k*n, dim), expert order
 
         def unsort():  # back to choice-major (k*n, dim), as (n, k, dim)
             return rearrange(torch.empty_like(y).index_copy(0, rows, y), "(k n) d -> n k d",
                              k=routing.indices.shape[1])
 
-        ys = saved.rebuild(unsort(), unsort)
+        ys = saved.rebuild(unsort(), unsort, y)
         # each token's k expert outputs times its combine weights (0 where dropped), summed
         return (ys * routing.combine.to(ys.dtype)[..., None]).sum(dim=1)  # (n, dim)
 

@@ -352,6 +352,20 @@ def test_grouped_path_keeps_no_cast_weights():
 
 
 @NO_CPU_GROUPED_MM
+def test_grouped_path_refuses_weights_changed_before_the_backward(config):
+    """An expert weight changed in place between forward and backward: the recomputation
+    would read the new values, so the backward says so instead."""
+    moe = with_impl(decisive(config, 8.0), "grouped")
+    x = torch.randn(2, 8, config.dim, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = moe(x)
+    with torch.no_grad():
+        moe.experts.w2.mul_(2.0)
+    with pytest.raises(RuntimeError, match=r"recompute=True.*modified in place.*recompute=False"):
+        y.float().sum().backward()
+
+
+@NO_CPU_GROUPED_MM
 def test_grouped_path_backward_twice_with_retain_graph(config):
     """Two backwards through one graph (retain_graph) give twice the gradients."""
     moe = decisive(config, 0.3)
