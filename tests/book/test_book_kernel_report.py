@@ -73,10 +73,11 @@ def test_precision_and_dispatch_tables_read_the_run():
 
 def test_delta_peers_read_the_tuned_run_and_mark_refused_backwards():
     peers = kn.delta_peers_table()
-    assert {r["file"] for r in peers.rows} == {kn.DELTA_PEERS_RUN}
-    assert {r["dtype"] for r in peers.rows} == {"float32", "bfloat16"}
+    files = {r["dtype"]: r["file"] for r in peers.rows}
+    assert files == {"float32": kn.DELTA_PEERS_RUN, "bfloat16": kn.DELTA_BF16_PEERS_RUN}
     rows = {(r["dtype"], r["backend"]): r for r in peers.rows}
     assert rows[("float32", "fla_chunk_kda")]["vs_kda"] == pytest.approx(1.0)
+    assert rows[("bfloat16", "fla_chunk_kda")]["vs_kda"] == pytest.approx(1.0)  # the peer ran
     assert rows[("float32", "fla_chunk_gdr")]["vs_kda"] is None  # its backward raised
     assert "raised" in str(peers.table)
 
