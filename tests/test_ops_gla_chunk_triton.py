@@ -72,6 +72,14 @@ def test_block_states_stored_or_rebuilt(monkeypatch, block_states):
     assert kept.shape[1] == (5 if block_states == "store" else 2)  # ⌈70/16⌉, ⌈70/64⌉
 
 
+@pytest.mark.triton
+def test_one_block_per_chunk(monkeypatch):
+    """Chunks as short as a block (16 steps): the chunk states are the block states, nothing
+    is stored or rebuilt besides them; a ragged last chunk, strong decay."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, chunk=16, block=16))
+    check(1, 37, 2, 32, 20, torch.float32, 10.0, True, True)
+
+
 def test_block_size_checked(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), block=64))
     leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
