@@ -16,7 +16,8 @@ from hymo_mini.tables import TextTable
 
 __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "MOE_RUN",
            "CONFIG_SWEEP_RUN", "precision_table", "dispatch_table", "delta_peers_table",
-           "delta_peak_bytes", "moe_dispatch_table", "config_sweep_table"]
+           "delta_peak_bytes", "moe_dispatch_table", "config_sweep_table", "GLA_BACKWARD_RUN",
+           "gla_backward_table"]
 
 GATED_DELTA_RUN = "gated_delta_h200_2026-12-01.json"
 # the delta rule's kernel after its tuning (16-step chunks, Mk and (I + M)⁻¹ kept), peers only
@@ -25,6 +26,8 @@ DELTA_PEERS_RUN = "gated_delta_h200_2026-12-02.json"
 DELTA_BF16_PEERS_RUN = "gated_delta_bf16_h200_2026-12-02.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
 CONFIG_SWEEP_RUN = "chunk_sweep_h200_2026-11-30.json"
+# the gla kernel's in-chunk backward at a few settings, on the tree of that day (e71a586)
+GLA_BACKWARD_RUN = "gla_profile_h200_2026-12-02.json"
 
 
 _RULES = {"gla": "gla (the document's rule)", "delta": "gated delta rule"}
@@ -175,3 +178,40 @@ def config_sweep_table(run: str = CONFIG_SWEEP_RUN) -> CaptionedTable:
                       title=f"chunked gla kernel, {report['shape']} {report['dtype']}: the "
                             f"best of {len(report['sweep']['trials'])} trials per block length")
     return CaptionedTable(table, run_caption(report, width=100), best)
+
+
+# what each change of GLA_BACKWARD_RUN ran: that tree's default was the split backward
+# (4 + 4 warps) with the block states rebuilt; the split was removed after this run
+_SPLIT = ("_pairs_bwd_kernel", "_states_bwd_kernel")
+
+
+def _gla_variant(change: dict) -> tuple[str, str]:
+    split = change.get("backward", "split") == "split"
+    states = change.get("block_states", "recompute")
+    if split:
+        warps = [change.get(k, {}).get("num_warps", 4) for k in ("pairs_bwd", "states_bwd")]
+        shape = f"split, {warps[0]} + {warps[1]} warps"
+    else:
+        shape = "one kernel, 1 warp"
+    return shape, {"recompute": "rebuilt", "store": "stored"}[states]
+
+
+def gla_backward_table(run: str = GLA_BACKWARD_RUN) -> CaptionedTable:
+    """The gla kernel's in-chunk backward, bf16, at each setting the run tried: one kernel or
+    split in two (the pairs of each block, then what goes through the states), the warps,
+    the block states stored or rebuilt; the in-chunk kernels' time, forward + backward and
+    peak memory."""
+    report = load_result(run, need=("gla",))
+    rows, values = [], []
+    for v in report["gla"]["variants"]:
+        shape, states = _gla_variant(v["change"])
+        names = _SPLIT if shape.startswith("split") else ("_chunk_bwd_kernel",)
+        us = sum(v["kernels_us"][n] for n in names)
+        rows.append((shape, states, f"{us:,.0f}", f"{v['fwdbwd_ms']:.2f}",
+                     f"{v['peak_mib']:.0f}"))
+        values.append({**v, "shape": shape, "states": states, "in_chunk_us": us,
+                       "kernels_us": {n: v["kernels_us"][n] for n in names}})
+    table = TextTable(("in-chunk backward", "block states", "its kernels µs", "fwd+bwd ms",
+                       "peak MiB"), rows, align="llrrr",
+                      title=f"the gla kernel's backward, {report['shape']}, bfloat16")
+    return CaptionedTable(table, run_caption(report, width=100), values)

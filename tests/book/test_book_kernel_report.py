@@ -113,3 +113,15 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     delta = {r["target"]: r["met"] for r in summary.rows if r["target"].startswith("delta")}
     assert list(delta.values()) == [written["fwdbwd_within_0.8x_kda"],
                                     written["peak_within_kda"], written["fwd_within_4x_floor"]]
+
+
+def test_the_gla_backward_table_reads_every_variant_of_its_run():
+    table = kn.gla_backward_table()
+    shapes = {(r["shape"], r["states"]) for r in table.rows}
+    assert ("one kernel, 1 warp", "stored") in shapes
+    assert ("split, 4 + 4 warps", "rebuilt") in shapes
+    assert len(table.rows) == len(shapes)  # each setting once
+    for r in table.rows:  # the kernels summed are the ones the setting launched
+        assert set(r["kernels_us"]) == ({"_chunk_bwd_kernel"} if r["shape"].startswith("one")
+                                        else {"_pairs_bwd_kernel", "_states_bwd_kernel"})
+    assert kn.GLA_BACKWARD_RUN in table.caption
