@@ -213,9 +213,13 @@ def resolve_impl(impl: str, x: torch.Tensor, experts: RoutedExperts) -> str:
 def _combine(y: torch.Tensor, routing) -> torch.Tensor:
     """y (k*n, dim), one row per assignment in choice-major order -> (n, dim): each token's
     k expert outputs times its combine weights (0 where dropped), summed."""
-    k = routing.indices.shape[1]
-    y = rearrange(y, "(k n) d -> n k d", k=k)  # (n, k, dim)
-    return (y * routing.combine.to(y.dtype)[..., None]).sum(dim=1)  # (n, dim)
+    return _weighted_sum(rearrange(y, "(k n) d -> n k d", k=routing.indices.shape[1]), routing)
+
+
+def _weighted_sum(ys: torch.Tensor, routing) -> torch.Tensor:
+    """ys (n, k, dim) -> (n, dim): each token's k expert outputs times its combine weights
+    (0 where dropped), summed."""
+    return (ys * routing.combine.to(ys.dtype)[..., None]).sum(dim=1)
 
 
 class _Rebuilt:
@@ -302,9 +306,7 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
             return rearrange(torch.empty_like(y).index_copy(0, rows, y), "(k n) d -> n k d",
                              k=routing.indices.shape[1])
 
-        ys = saved.rebuild(unsort(), unsort, y)
-        # each token's k expert outputs times its combine weights (0 where dropped), summed
-        return (ys * routing.combine.to(ys.dtype)[..., None]).sum(dim=1)  # (n, dim)
+        return _weighted_sum(saved.rebuild(unsort(), unsort, y), routing)  # (n, dim)
 
 
 def routed_padded(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Tensor:

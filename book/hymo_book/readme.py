@@ -19,9 +19,15 @@ from hymo_book import markers  # noqa: E402
 from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
 from hymo_book.fsdp import load_fsdp  # noqa: E402
 from hymo_book.index import _title_and_summary  # noqa: E402
+from hymo_book.kernel_runs import (  # noqa: E402
+    DELTA_BF16_PEERS_RUN,
+    DELTA_PEERS_RUN,
+    GATED_DELTA_RUN,
+)
 from hymo_book.markers import rewrite_sections  # noqa: E402
 from hymo_book.mqar_plots import load_seeds, seeds_learned  # noqa: E402
 from hymo_book.results import load_result  # noqa: E402
+from hymo_book.training import TRAIN_STEP, TRAIN_STEP_LATEST, TRAIN_STEP_PEER  # noqa: E402
 
 __all__ = ["README", "SECTIONS", "measured_section", "parts_section", "rewrite"]
 
@@ -173,9 +179,9 @@ def _mqar_text(report: dict) -> list[str]:
 
 def measured_section() -> str:
     """The section's markdown, every number read from book/results/."""
-    step = load_result("train_step_h200_2026-12-01.json", need=("cases",))
-    delta = load_result("gated_delta_h200_2026-12-01.json", need=("precision", "peers"))
-    tuned = load_result("gated_delta_h200_2026-12-02.json", need=("peers",))
+    step = load_result(TRAIN_STEP, need=("cases",))
+    delta = load_result(GATED_DELTA_RUN, need=("precision", "peers"))
+    tuned = load_result(DELTA_PEERS_RUN, need=("peers",))
     lines = ["Every number in this section is read from a results file in `book/results/` that "
              "records the hardware (one NVIDIA H200; torch 2.11, Triton 3.6, fla-core 0.6.0), the "
              "date, the commit and the command; the peer ran in the same run. "
@@ -185,8 +191,8 @@ def measured_section() -> str:
              "fast path is the grouped MoE dispatch, the compiled GDN block and the chunked loss, "
              "the reference path the loop over experts, the eager block and the plain loss.", ""]
     lines += _step_table(step) + [""] + _step_text(step) + [""]
-    lines += _memory_text(load_result("train_step_h200_2026-12-02.json", need=("cases",)),
-                          load_result("train_step_peer_h200_2026-12-02.json", need=("cases",)))
+    lines += _memory_text(load_result(TRAIN_STEP_LATEST, need=("cases",)),
+                          load_result(TRAIN_STEP_PEER, need=("cases",)))
     lines += [""]
     gdn = load_result("gdn_h200_2026-11-30.json", need=("shapes",))
     rec = load_result("gdn_recurrent_h200_2026-11-30.json", need=("shapes",))
@@ -196,7 +202,7 @@ def measured_section() -> str:
               "fp32-grade products (\"tf32x3\") by default.", ""]
     lines += _gla_table(gdn) + [""] + _precision_text(delta) + [""]
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
-    bf16_run = load_result("gated_delta_bf16_h200_2026-12-02.json", need=("peers",))
+    bf16_run = load_result(DELTA_BF16_PEERS_RUN, need=("peers",))
     lines += _delta_text(tuned, bf16_run) + [""] + _recurrent_text(rec) + [""]
     lines += ["![GDN kernel benchmark](figures/gdn_benchmark.png)", ""]
     lines += _fsdp_text(load_fsdp()) + [""]

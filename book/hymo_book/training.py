@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.config import ModelConfig, load_config, replace
 from hymo_mini.flops import forward_flops
+from hymo_mini.ops.gla.chunk_triton import CONFIGS as GLA_CONFIGS
 from hymo_mini.tables import TextTable
 from hymo_mini.viz.train_plots import loss_curve
 
@@ -204,7 +205,8 @@ def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
 FIGURES = {"train_loss_curve.png": train_curve_figure}
 
 
-def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = 64, block: int = 16) -> dict:
+def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = GLA_CONFIGS["chunk"],
+                block: int = GLA_CONFIGS["block"]) -> dict:
     """What the two memory changes stop keeping for the backward, by count (bytes): per MoE
     layer, the rows gathered for the experts (k·n × dim), the expert weights cast to bf16
     (3 · E · inter · dim), SiLU(x W1) with the SwiGLU product (2 · k·n × inter) and the
@@ -213,8 +215,7 @@ def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = 64, block: int
     chunk (H · S · D fp32 each, per sequence)."""
     n, k, E = B * T, config.n_activated_experts, config.n_routed_experts
     n_moe = len(config.mla_positions)
-    heads = config.gdn_d_inner // config.gdn_headdim
-    state = heads * config.gdn_d_state * config.gdn_headdim * 4 * B
+    state = config.gdn_n_heads * config.gdn_d_state * config.gdn_headdim * 4 * B
     per_moe = {"gathered rows": k * n * config.dim * 2,
                "expert weights in bf16": 3 * E * config.moe_inter_dim * config.dim * 2,
                "SiLU(x W1) and the product": 2 * k * n * config.moe_inter_dim * 2,

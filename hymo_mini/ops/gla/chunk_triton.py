@@ -230,7 +230,6 @@ def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht):
     if rebuild:  # hb holds the chunk states: the block states from them (this layer only)
         hs, hb = hb, _new_block_states(v, S)
         _block_walk(v, b, c, g, A, hs, None, hb, False, precision)
-        del hs
     cfg = _config("state_bwd")
     BS, BD, NS, ND = _split(S, D, cfg["split"])
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
