@@ -50,6 +50,7 @@ JSON (default book/results/gated_delta_<gpu>_<date>.json):
                  benchmarks/record.py), copy_GBps
     settings     the arguments
     delta_configs  the delta kernel's launch settings (chunk_triton.CONFIGS) the run used
+    delta_configs_16bit  those that replace them for bf16 inputs (CONFIGS_16BIT)
     precision    {rule: {"tf32x3" | "tf32": {fwd_ms, fwdbwd_ms, peak_mib, errors}}}
     dispatch     {rule: {dtype: {"kernel" | "dispatch_no_check" | "dispatch_checked":
                   {fwd_ms, fwdbwd_ms, peak_mib}}}}
@@ -306,12 +307,16 @@ def main(argv=None):
     parser.add_argument("--configs", default=None, help="a JSON file of launch settings "
                         "for the delta kernel (merged into chunk_triton.CONFIGS, e.g. the "
                         "best of gated_delta_profile.py's sweep); recorded in the report")
+    parser.add_argument("--configs-16bit", default=None, help="the same for bf16 and fp16 "
+                        "inputs (merged into chunk_triton.CONFIGS_16BIT)")
     parser.add_argument("--out", default=None, help="JSON path (default: book/results/"
                         "gated_delta_<gpu>_<date>.json)")
     args = parser.parse_args(argv)
     from hymo_mini.ops.gated_delta import chunk_triton as gdt
     if args.configs:
         gdt.CONFIGS.update(json.loads(Path(args.configs).read_text()))
+    if args.configs_16bit:
+        gdt.CONFIGS_16BIT.update(json.loads(Path(args.configs_16bit).read_text()))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products stay fp32 unless a case asks
     torch.backends.cudnn.allow_tf32 = False
@@ -321,6 +326,7 @@ def main(argv=None):
         f"gated_delta_{gpu}_{env['date'][:10]}.json")
     run = Run(args, device, path, env)
     run.report["delta_configs"] = json.loads(json.dumps(gdt.CONFIGS))
+    run.report["delta_configs_16bit"] = json.loads(json.dumps(gdt.CONFIGS_16BIT))
     print(f"{run.report['environment']}", flush=True)
     triton_ok = ops.triton_usable(device)
     for section in ("precision", "dispatch"):

@@ -128,6 +128,7 @@ class Case:
         B, T, H, S, D = parse_shape(shape)
         dtype = torch.float32 if dtype_name.startswith("float32") else torch.bfloat16
         self.tf32 = dtype_name == "float32_tf32"
+        self.half = dtype == torch.bfloat16  # its launch settings: CONFIGS_16BIT over CONFIGS
         self.inputs, self.do = make_inputs(B, T, H, S, D, dtype, device)
         self.fn = with_A_log(kernel_alone("delta"))
         self.leaves = [t.detach().requires_grad_() for t in self.inputs]
@@ -167,13 +168,23 @@ def setting(chunk, warps, state, inverse="levels") -> dict:
     return cfg
 
 
+def apply(cfg: dict, case) -> None:
+    """Put a setting in force for ``case``'s dtype: the kernels' entries go to
+    CONFIGS_16BIT for bf16 (which the kernels read first for 16-bit inputs), chunk and
+    inverse to CONFIGS."""
+    cfg = copy.deepcopy(cfg)
+    if case.half:
+        gdt.CONFIGS_16BIT.update({k: cfg.pop(k) for k in KERNELS.values() if k in cfg})
+    gdt.CONFIGS.update(cfg)
+
+
 def sweep(case, chunks, warps_list, states) -> dict:
     trials, best = [], {}
     for chunk in chunks:
         per_kernel = defaultdict(list)  # kernel -> [(us, its config)]
         for warps, state in zip(warps_list, states, strict=True):
             cfg = setting(chunk, warps, state)
-            gdt.CONFIGS.update(copy.deepcopy(cfg))
+            apply(cfg, case)
             row = case.run(times=False)
             trials.append({"config": cfg, **row})
             print("  ", chunk, warps, state, row, flush=True)
@@ -184,7 +195,7 @@ def sweep(case, chunks, warps_list, states) -> dict:
             continue
         cfg = {"chunk": chunk, "inverse": "levels",
                **{k: min(v, key=lambda t: t[0])[1] for k, v in per_kernel.items()}}
-        gdt.CONFIGS.update(copy.deepcopy(cfg))
+        apply(cfg, case)
         row = case.run()
         best[chunk] = {"config": cfg, **row}
         print("   best", chunk, best[chunk], flush=True)
@@ -192,7 +203,7 @@ def sweep(case, chunks, warps_list, states) -> dict:
         return {"trials": trials}
     chunk = min(best, key=lambda c: best[c].get("fwdbwd_ms", float("inf")))
     other = dict(best[chunk]["config"], inverse="rows")
-    gdt.CONFIGS.update(copy.deepcopy(other))
+    apply(other, case)
     rows_row = {"config": other, **case.run()}
     print("   rows inverse", rows_row, flush=True)
     return {"trials": trials, "best_per_chunk": best, "rows_inverse": rows_row}
@@ -217,9 +228,10 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     device = torch.device("cuda")
-    saved = copy.deepcopy(gdt.CONFIGS)
+    saved, saved_16 = copy.deepcopy(gdt.CONFIGS), copy.deepcopy(gdt.CONFIGS_16BIT)
     report = {"environment": environment(device, __file__, argv), "shape": args.shape,
-              "configs": copy.deepcopy(gdt.CONFIGS), "current": {}}
+              "configs": copy.deepcopy(gdt.CONFIGS),
+              "configs_16bit": copy.deepcopy(gdt.CONFIGS_16BIT), "current": {}}
 
     def save():
         if args.out:
@@ -250,8 +262,9 @@ def main(argv=None):
                 chunk = min(best, key=lambda c: best[c].get("fwdbwd_ms", float("inf")))
                 Path(args.best_out).write_text(json.dumps(best[chunk]["config"]))
         finally:
-            gdt.CONFIGS.clear()
-            gdt.CONFIGS.update(saved)
+            for live, kept in ((gdt.CONFIGS, saved), (gdt.CONFIGS_16BIT, saved_16)):
+                live.clear()
+                live.update(kept)
         report["compiled_after_sweep"] = compiled_info()
         save()
     return 0

@@ -136,6 +136,21 @@ def test_needs_gpu_or_interpreter(monkeypatch):
         chunk_gated_delta_triton(*leaves)
 
 
+def test_16bit_inputs_take_their_own_launch_settings(monkeypatch):
+    """On the GPU, bf16 and fp16 inputs launch with CONFIGS_16BIT where it has an entry and
+    with CONFIGS elsewhere; fp32 inputs always with CONFIGS."""
+    monkeypatch.setattr(gdt, "INTERPRET", False)
+    for name in ("wy_fwd", "output", "du_local", "chunk_bwd", "state_fwd", "state_bwd"):
+        fp32 = {k: v for k, v in gdt.CONFIGS[name].items() if k != "split"}
+        half = {k: v for k, v in gdt.CONFIGS_16BIT.get(name, gdt.CONFIGS[name]).items()
+                if k != "split"}
+        assert gdt._launch(name) == fp32
+        assert gdt._launch(name, half=True) == half
+    assert gdt._config("chunk", half=True) == gdt.CONFIGS["chunk"]
+    v = torch.zeros(1, 1, 1, 1)
+    assert not gdt._half(v) and gdt._half(v.bfloat16()) and gdt._half(v.half())
+
+
 def test_bad_inverse_setting(monkeypatch):
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), inverse="neumann"))
     with pytest.raises(ValueError, match="inverse"):

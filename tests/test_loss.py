@@ -1,6 +1,7 @@
 """The chunked head loss equals the plain one: values and gradients, soft-cap on and off,
 fp32 and bf16 autocast, ignored rows, chunks that do not divide the rows, the Triton row
-kernel (interpreted on CPU) and its PyTorch twin; and the model's switch between them."""
+kernel (on the GPU where there is one, interpreted on CPU otherwise) and its PyTorch twin;
+and the model's switch between them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ from hymo_mini.loss import (
 )
 from hymo_mini.model import build_hymo
 
+# the Triton backend runs where its kernel can: a CUDA GPU, else the interpreter (conftest)
+TRITON_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def on(backend: str) -> str:
+    return TRITON_DEVICE if backend == "triton" else "cpu"
+
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     """Relative RMS difference of a against the reference b."""
@@ -23,10 +31,10 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
-def inputs(N=37, d=24, V=300, scale=3.0, ignored=(3, 10)):
-    h = (torch.randn(N, d) * scale).requires_grad_()
-    w = torch.randn(V, d).requires_grad_()
-    t = torch.randint(0, V, (N,))
+def inputs(N=37, d=24, V=300, scale=3.0, ignored=(3, 10), device="cpu"):
+    h = (torch.randn(N, d) * scale).to(device).requires_grad_()
+    w = torch.randn(V, d).to(device).requires_grad_()
+    t = torch.randint(0, V, (N,)).to(device)
     t[list(ignored)] = -100
     return h, w, t
 
@@ -34,7 +42,7 @@ def inputs(N=37, d=24, V=300, scale=3.0, ignored=(3, 10)):
 @pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=pytest.mark.triton)])
 @pytest.mark.parametrize("cap", [15.0, 2.0, 0.0])
 def test_chunked_equals_plain_fp32(backend, cap):
-    h, w, t = inputs()
+    h, w, t = inputs(device=on(backend))
     ref = plain_softcap_cross_entropy(h, w, t, cap)
     ref_grads = torch.autograd.grad(ref * 0.7, (h, w))  # a loss weight, as MTP's
     got = linear_softcap_cross_entropy(h, w, t, cap, chunk_rows=8, backend=backend)
@@ -47,8 +55,8 @@ def test_chunked_equals_plain_fp32(backend, cap):
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=pytest.mark.triton)])
 def test_chunked_equals_plain_under_bf16_autocast(backend):
-    h, w, t = inputs(ignored=())
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    h, w, t = inputs(ignored=(), device=on(backend))
+    with torch.autocast(h.device.type, dtype=torch.bfloat16):
         ref = plain_softcap_cross_entropy(h, w, t, 15.0)
         got = linear_softcap_cross_entropy(h, w, t, 15.0, chunk_rows=16, backend=backend)
     ref_grads = torch.autograd.grad(ref, (h, w))
@@ -67,8 +75,8 @@ def test_triton_rows_over_several_blocks(dtype, cap):
     its PyTorch twin: loss per row and dz written over z."""
     from hymo_mini.loss_triton import softcap_ce_rows_triton
 
-    z = (torch.randn(9, 200) * 8).to(dtype)
-    t = torch.randint(0, 200, (9,))
+    z = (torch.randn(9, 200) * 8).to(TRITON_DEVICE, dtype)
+    t = torch.randint(0, 200, (9,)).to(TRITON_DEVICE)
     t[4] = -100
     loss_ref, dz_ref = softcap_ce_rows_torch(z, t, cap, -100, grad=True)
     loss, dz = softcap_ce_rows_triton(z.clone(), t, cap, -100, grad=True, block=64)

@@ -81,8 +81,8 @@ from hymo_mini.ops.gated_delta.chunk_kernels import (
 from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd_kernel
 from hymo_mini.ops.precision import dot_precision
 
-__all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CHUNKS",
-           "INVERSES", "INTERPRET"]
+__all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CONFIGS_16BIT",
+           "CHUNKS", "INVERSES", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 CHUNKS = (16, 32, 64)  # BT: a power of two, and at least 16 for tl.dot
@@ -98,6 +98,13 @@ CONFIGS = {"chunk": 16, "inverse": "levels",
            "chunk_bwd": dict(num_warps=4, num_stages=1),
            "state_fwd": dict(split=16, num_warps=2, num_stages=3),
            "state_bwd": dict(split=16, num_warps=2, num_stages=3)}
+# Per-kernel settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per
+# dot, 16-bit loads), from a bf16 sweep on the H200
+# (book/results/gated_delta_profile_bf16_h200_2026-12-02.json); fp32's three-pass products
+# keep CONFIGS. Chunk and inverse are shared.
+CONFIGS_16BIT = {"chunk_bwd": dict(num_warps=1, num_stages=1),
+                 "state_fwd": dict(split=16, num_warps=4, num_stages=3),
+                 "state_bwd": dict(split=16, num_warps=4, num_stages=3)}
 # the interpreter runs programs one after another: short chunks, fewest programs
 INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels",
                      **{k: dict(num_warps=1, num_stages=1)
@@ -106,13 +113,22 @@ INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels",
                         for k in ("state_fwd", "state_bwd")}}
 
 
-def _config(name: str):
-    return (INTERPRET_CONFIGS if INTERPRET else CONFIGS)[name]
+def _config(name: str, half: bool = False):
+    """The setting ``name`` in use; ``half``: the inputs are bf16 or fp16."""
+    if INTERPRET:
+        return INTERPRET_CONFIGS[name]
+    if half and name in CONFIGS_16BIT:
+        return CONFIGS_16BIT[name]
+    return CONFIGS[name]
 
 
-def _launch(name: str) -> dict:
+def _launch(name: str, half: bool = False) -> dict:
     """num_warps and num_stages of one kernel."""
-    return {k: v for k, v in _config(name).items() if k in ("num_warps", "num_stages")}
+    return {k: v for k, v in _config(name, half).items() if k in ("num_warps", "num_stages")}
+
+
+def _half(v) -> bool:
+    return v.dtype in (torch.bfloat16, torch.float16)
 
 
 def _sizes(v, b, states: str):
@@ -126,45 +142,49 @@ def _sizes(v, b, states: str):
     if inverse not in INVERSES:
         raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
     BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
-    BDs = min(BD, max(16, _config(states)["split"]))  # columns per sequential program
+    BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
     return B, T, H, S, D, triton.cdiv(T, BT), BD, BDs, triton.cdiv(D, BDs), sizes
 
 
 def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
     B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b, "state_fwd")
+    half = _half(v)
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
     w = v.new_empty(B, T, H, S, dtype=torch.float32)
     BT = sizes["BT"]
     mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
     _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, T, **in_chunk,
-                                INVERSE=_config("inverse"), **_launch("wy_fwd"))
+                                INVERSE=_config("inverse"), **_launch("wy_fwd", half))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, T, USE_H0=h0 is not None,
                                      STORE_HT=output_final_state, **sizes, BD=BDs, ND=ND,
-                                     PRECISION=precision, **_launch("state_fwd"))
+                                     PRECISION=precision, **_launch("state_fwd", half))
     o = torch.empty_like(v)
-    _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk, **_launch("output"))
+    _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk, **_launch("output", half))
     return o, ht, hs, u, w, mk, ti
 
 
 def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision):
     B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b, "state_bwd")
+    half = _half(v)
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     du = v.new_empty(B, T, H, D, dtype=torch.float32)  # Pᵀ dO, then dU in place
-    _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, T, **in_chunk, **_launch("du_local"))
+    _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, T, **in_chunk,
+                                  **_launch("du_local", half))
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if with_h0 else None
     _state_bwd_kernel[(B * H * ND,)](b, c, g, A, w, do, du, dht, dhs, dh0, T,
                                      USE_DHT=dht is not None, STORE_DH0=with_h0, **sizes,
                                      BD=BDs, ND=ND, PRECISION=precision,
-                                     **_launch("state_bwd"))
+                                     **_launch("state_bwd", half))
     dv, db, dc, dg, dbeta = (torch.empty_like(t) for t in (v, b, c, g, beta))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
     _chunk_bwd_kernel[(NC, B * H)](v, b, c, g, A, beta, hs, dhs, u, du, do, mk, ti, dv, db,
-                                   dc, dg, dA, dbeta, T, **in_chunk, **_launch("chunk_bwd"))
+                                   dc, dg, dA, dbeta, T, **in_chunk,
+                                   **_launch("chunk_bwd", half))
     return dv, db, dc, dg, dA.view(B, H, NC, S).sum(dim=(0, 2)), dbeta, dh0
 
 
