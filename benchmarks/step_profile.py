@@ -25,8 +25,10 @@ from torch.autograd import DeviceType
 
 PREFIX = "step/"
 RECURRENCE = re.compile(r"(GLA|GatedDelta|Delta)\w*Function")  # hymo_mini.ops' Functions
-MODULE_LABELS = {  # class name -> label
-    "GDNBlock": "gdn", "MultiHeadLatentAttention": "mla_attention", "DeepSeekMoE": "moe",
+MODULE_LABELS = {  # class name -> label (the innermost wins: an MLA block's MoE is "moe")
+    # blocks, not their inner modules: hooks on modules inside a compiled function
+    # (gdn_impl, mla_impl) would be traced into its graph or force a recompile
+    "GDNBlock": "gdn", "MLABlock": "mla_attention", "DeepSeekMoE": "moe",
     "MultiTokenPrediction": "mtp", "LlamaAttention": "attention", "LlamaMLP": "mlp",
     "GatedLinearAttention": "attention", "GLAMLP": "mlp", "GatedMLP": "mlp",
 }

@@ -18,11 +18,14 @@ union of kernel intervals over the profiled wall time), and where the kernel tim
 (step_profile.py). Cases, in this order (the run stops starting new ones after
 ``--budget-s``; results are written after every case, so a run cut short keeps them):
 
-    checks                 the chunked loss and the compiled GDN block against their oracles
-    hybrid_fast_*          loss_impl chunked, gdn_impl compiled, moe_impl auto; fused AdamW
-    hybrid_reference_*     the reference path: plain loss, eager GDN block, loop MoE
+    checks                 the chunked loss and the compiled GDN and MLA blocks against
+                           their oracles
+    hybrid_fast_*          loss_impl chunked, gdn_impl and mla_impl compiled, moe_impl auto;
+                           fused AdamW
+    hybrid_reference_*     the reference path: plain loss, eager GDN and MLA blocks, loop MoE
     llama_sdpa_*, fla_gla_*   the peers (fla last: its kernels autotune on first call)
     *_muon, *_eager_gdn    the Muon split; the fast path with the eager GDN block
+    *_eager_mla            the fast path with the eager MLA attention
     gdn_fast_*, mla_fast_* the all-GDN (mla_every=0) and all-MLA (mla_every=1) stacks
     ..._b4t4096, ..._b1t16384  B=4, T=4,096 and B=1, T=16,384
 
@@ -62,6 +65,7 @@ from benchmarks.train_step_cases import (  # noqa: E402
     build_llama,
     check_gdn_block,
     check_loss,
+    check_mla_block,
 )
 from hymo_mini import blocks  # noqa: E402
 from hymo_mini.ops.gla import chunk_triton as gla_chunk  # noqa: E402
@@ -69,8 +73,8 @@ from hymo_mini.ops.gla import chunk_triton as gla_chunk  # noqa: E402
 PEERS_PACKAGES = (  # versions recorded beside torch and Triton: the peers and their needs
     "transformers", "fla-core", "flash-linear-attention", "einops")
 PEAK_TFLOPS = 790.0  # one H200, dense bf16, measured (device notes); MFU is against this
-FAST = dict(loss_impl="chunked", gdn_impl="compiled", moe_impl="auto")
-REFERENCE = dict(loss_impl="plain", gdn_impl="eager", moe_impl="loop")
+FAST = dict(loss_impl="chunked", gdn_impl="compiled", mla_impl="compiled", moe_impl="auto")
+REFERENCE = dict(loss_impl="plain", gdn_impl="eager", mla_impl="eager", moe_impl="loop")
 STACKS = {"hybrid": 4, "gdn": 0, "mla": 1}  # mla_every
 SHAPES = {"b4t4096": (4, 4096), "b1t16384": (1, 16384)}
 
@@ -93,6 +97,8 @@ def case_list(quick: bool, smoke: bool) -> list[tuple[str, dict]]:
     if not quick:
         cases += [("hybrid_fast_muon_" + s4, hymo("hybrid", FAST, s4, "muon")),
                   ("hybrid_fast_eager_gdn_" + s4, hymo("hybrid", dict(FAST, gdn_impl="eager"),
+                                                       s4)),
+                  ("hybrid_fast_eager_mla_" + s4, hymo("hybrid", dict(FAST, mla_impl="eager"),
                                                        s4)),
                   ("gdn_fast_" + s4, hymo("gdn", FAST, s4)),
                   ("mla_fast_" + s4, hymo("mla", FAST, s4)),
@@ -256,7 +262,8 @@ def main(argv=None) -> int:
         report.update(summary(report["cases"]), elapsed_s=round(time.perf_counter() - t_run))
         out.write_text(json.dumps(report, indent=1, default=str))
 
-    for name, check in (("loss", check_loss), ("gdn_block", check_gdn_block)):
+    for name, check in (("loss", check_loss), ("gdn_block", check_gdn_block),
+                        ("mla_block", check_mla_block)):
         if args.cases is None or "checks" in args.cases:
             report["checks"][name] = attempt(lambda c=check: c(args.device) if not args.smoke
                                              else _smoke_check(c, args.device))

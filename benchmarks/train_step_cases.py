@@ -16,7 +16,7 @@ import torch
 
 import hymo_mini.model as hymo_model
 from benchmarks.step_profile import PREFIX
-from hymo_mini.blocks import GDNBlock
+from hymo_mini.blocks import GDNBlock, MLABlock
 from hymo_mini.config import ModelConfig, OptimizerConfig, load_config
 from hymo_mini.flops import forward_flops
 from hymo_mini.loss import linear_softcap_cross_entropy, plain_softcap_cross_entropy
@@ -89,7 +89,8 @@ def build_hymo_case(preset, B, T, switches, optimizer, device) -> Built:
     step = _train_step(model, opt, lambda: model.loss(tokens)[0], model.update_moe_biases)
     active = count_params(config).active
     info = {"config": {k: getattr(config, k) for k in
-                       ("mla_every", "loss_impl", "gdn_impl", "gdn_backend", "moe_impl")
+                       ("mla_every", "loss_impl", "gdn_impl", "mla_impl", "gdn_backend",
+                        "moe_impl")
                        if hasattr(config, k)},
             "optimizer": "fused AdamW" if optimizer == "adamw" else
             f"Muon split (MuonAdamW, normuon={opt_config.normuon})",
@@ -209,13 +210,23 @@ def check_loss(device, N=16_380, d=896, V=64_256, cap=15.0, reps=3) -> dict:
 def check_gdn_block(device, B=4, T=4096, reps=5) -> dict:
     """One hymo_750m GDN block, compiled against eager (bf16 autocast): output and every
     gradient, and the fwd+bwd time of each."""
+    return _check_block(GDNBlock, device, B, T, reps)
+
+
+def check_mla_block(device, B=4, T=4096, reps=5) -> dict:
+    """The same for one MLA block (mla_impl: its attention sublayer compiled; the MoE
+    eager in both)."""
+    return _check_block(MLABlock, device, B, T, reps)
+
+
+def _check_block(kind, device, B, T, reps) -> dict:
     config = replace(load_config("hymo_750m").model, max_seq_len=T)
     torch.manual_seed(0)
     with torch.device(device):
-        block = GDNBlock(config, layer_idx=1)
+        block = kind(config, layer_idx=1)
         x = torch.randn(B, T, config.dim).requires_grad_()
         r = torch.randn(B, T, config.dim)
-    params = [x, *block.parameters()]
+    params = [x, *(p for p in block.parameters() if p.requires_grad)]
     out, ref = {"shape": f"B={B}, T={T}, bf16 autocast"}, None
     for impl in ("eager", "compiled"):
         block.impl = impl
@@ -224,7 +235,8 @@ def check_gdn_block(device, B=4, T=4096, reps=5) -> dict:
         def run():
             with torch.autocast(device, dtype=torch.bfloat16):
                 y = block(x)
-            return (y, *torch.autograd.grad((y.float() * r).sum(), params))
+            return (y, *torch.autograd.grad((y.float() * r).sum(), params,
+                                            allow_unused=True))
         got = run()  # first call: compiles
         first = time.perf_counter() - t0
         ms, peak = _timed(run, reps, device)
@@ -233,7 +245,8 @@ def check_gdn_block(device, B=4, T=4096, reps=5) -> dict:
         if ref is None:
             ref = got
         else:
-            rels = [_rel(a, b) for a, b in zip(got, ref, strict=True)]
+            rels = [_rel(a, b) for a, b in zip(got, ref, strict=True)
+                    if a is not None and b is not None]
             row.update({"rel_output": rels[0], "rel_grad_x": rels[1],
                         "max_rel_param_grad": max(rels[2:])})
         out[impl] = row

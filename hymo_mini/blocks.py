@@ -32,6 +32,11 @@ matmul. The matmuls stay library calls (cuBLAS). Fewer passes also means fewer s
 intermediates: the partitioner recomputes cheap element-wise results in the backward instead
 of keeping them. One compiled function serves every GDN block (parameters are graph inputs);
 blocks with and without RoPE get a first graph each and share the second.
+
+**The compiled MLA attention** (``config.mla_impl``, the same three choices):
+:func:`mla_attention_forward`, the block up to its MoE, is one graph, SDPA inside it. The
+MoE stays eager: its grouped path has its own autograd (``hymo_mini.moe_dispatch``).
+Decoding (``start_pos`` > 0, the KV cache) always runs eagerly.
 """
 
 from __future__ import annotations
@@ -46,10 +51,21 @@ from hymo_mini.model_config import GDN_IMPLS
 from hymo_mini.moe import DeepSeekMoE
 
 __all__ = ["MLABlock", "GDNBlock", "sublayers", "gdn_block_forward", "compiled_gdn_forward",
-           "COMPILE_BACKEND"]
+           "mla_attention_forward", "compiled_forward", "COMPILE_BACKEND"]
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend for gdn_impl; tests use "aot_eager"
-_COMPILED: dict = {}  # backend -> the compiled gdn_block_forward
+_COMPILED: dict = {}  # (function name, backend) -> the compiled function
+
+
+def _runs_compiled(block: nn.Module, x: torch.Tensor, field: str) -> bool:
+    """Whether this call runs compiled: ``block.impl`` (the config's ``field``) is
+    "compiled", or "auto" while training (grad enabled, training mode) on a CUDA GPU."""
+    if block.impl not in GDN_IMPLS:
+        raise ValueError(f"{field} must be one of {', '.join(map(repr, GDN_IMPLS))}, "
+                         f"got {block.impl!r}")
+    if block.impl == "auto":
+        return x.is_cuda and block.training and torch.is_grad_enabled()
+    return block.impl == "compiled"
 
 
 class MLABlock(nn.Module):
@@ -62,10 +78,18 @@ class MLABlock(nn.Module):
         self.attn = MultiHeadLatentAttention(config, layer_idx)
         self.moe_norm = nn.RMSNorm(config.dim, eps=config.norm_eps)
         self.moe = DeepSeekMoE(config, layer_idx)
+        self.impl = config.mla_impl
+
+    def compiled(self, x: torch.Tensor) -> bool:
+        """Whether this call's attention sublayer runs compiled (``mla_impl``)."""
+        return _runs_compiled(self, x, "mla_impl")
 
     def forward(self, x: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), start_pos)  # (b, t, dim)
-        return x + self.moe(self.moe_norm(x))  # (b, t, dim)
+        if start_pos == 0 and self.compiled(x):
+            x, h = compiled_forward(mla_attention_forward)(self, x)
+        else:
+            x, h = mla_attention_forward(self, x, start_pos)  # (b, t, dim) each
+        return x + self.moe(h)  # (b, t, dim)
 
 
 class GDNBlock(nn.Module):
@@ -90,14 +114,8 @@ class GDNBlock(nn.Module):
         return self.mixer(self._norm(x))  # (b, t, dim)
 
     def compiled(self, x: torch.Tensor) -> bool:
-        """Whether this call runs compiled: ``gdn_impl`` "compiled", or "auto" while
-        training (grad enabled, training mode) on a CUDA GPU."""
-        if self.impl not in GDN_IMPLS:
-            raise ValueError(f"gdn_impl must be one of {', '.join(map(repr, GDN_IMPLS))}, "
-                             f"got {self.impl!r}")
-        if self.impl == "auto":
-            return x.is_cuda and self.training and torch.is_grad_enabled()
-        return self.impl == "compiled"
+        """Whether this call runs compiled (``gdn_impl``)."""
+        return _runs_compiled(self, x, "gdn_impl")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.compiled(x):
@@ -128,14 +146,31 @@ def gdn_block_forward(block: GDNBlock, x: torch.Tensor) -> torch.Tensor:
     return x + y if block.residual == "identity" else y  # (b, t, dim)
 
 
-def compiled_gdn_forward(backend: str | None = None):
-    """``torch.compile(gdn_block_forward)`` for ``backend`` (default ``COMPILE_BACKEND``),
-    made once and shared by every block. Static shapes: a training run has one (B, T), and
+def mla_attention_forward(block: MLABlock, x: torch.Tensor, start_pos: int = 0):
+    """The MLA block up to its MoE: (x + attn(attn_norm(x)), moe_norm of that), the second
+    the MoE's input. What ``mla_impl`` compiles, SDPA included: the RMSNorms, the query
+    scale and the partial RoPE of q and of the shared key (fp32 rotation, casts), the
+    concatenations into SDPA's layout and the residual add, each a separate pass in eager
+    mode, become a few fused kernels; the matmuls and the attention kernel stay library
+    calls."""
+    x = x + block.attn(block.attn_norm(x), start_pos)  # (b, t, dim)
+    return x, block.moe_norm(x)
+
+
+def compiled_forward(fn, backend: str | None = None):
+    """``torch.compile(fn)`` for ``backend`` (default ``COMPILE_BACKEND``), made once and
+    shared by every block of its kind. Static shapes: a training run has one (B, T), and
     each new one compiles once (rather than to kernels for any shape after the second)."""
     backend = backend or COMPILE_BACKEND
-    if backend not in _COMPILED:
-        _COMPILED[backend] = torch.compile(gdn_block_forward, backend=backend, dynamic=False)
-    return _COMPILED[backend]
+    key = (fn.__name__, backend)
+    if key not in _COMPILED:
+        _COMPILED[key] = torch.compile(fn, backend=backend, dynamic=False)
+    return _COMPILED[key]
+
+
+def compiled_gdn_forward(backend: str | None = None):
+    """The compiled :func:`gdn_block_forward` (see :func:`compiled_forward`)."""
+    return compiled_forward(gdn_block_forward, backend)
 
 
 def sublayers(block: nn.Module) -> tuple:

@@ -112,8 +112,21 @@ def _chunked(h, w, targets, cap, ignore_index, chunk_rows, rows, need_dh, need_d
         if need_dh:
             torch.mm(dz, w, out=dh[start:start + chunk_rows])  # (n, d)
         if need_dw:
-            dw += dz.T @ h_c  # (V, d)
+            _accumulate(dw, dz, h_c)  # (V, d)
     return loss, dh, dw
+
+
+def _accumulate(dw, dz, h_c) -> None:
+    """dw (V, d) fp32 += dzᵀ h_c. fp32 and, on a CUDA GPU, bf16 and fp16 products add into
+    dw inside the matmul (cuBLAS accumulates 16-bit products in fp32 and writes fp32),
+    so no (V, d) product is made and then added; elsewhere the product is rounded to
+    dz's dtype and added, as a plain ``dw += dz.T @ h_c``."""
+    if dz.dtype == torch.float32:
+        dw.addmm_(dz.T, h_c)
+    elif dz.is_cuda and dz.dtype in (torch.bfloat16, torch.float16):
+        torch.addmm(dw, dz.T, h_c, out_dtype=torch.float32, out=dw)
+    else:
+        dw += dz.T @ h_c
 
 
 class _LinearSoftcapCE(torch.autograd.Function):

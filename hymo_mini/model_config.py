@@ -19,6 +19,7 @@ from hymo_mini.ops import RULES
 __all__ = ["ConfigError", "ModelConfig", "did_you_mean", "GDN_IMPLS"]
 
 GDN_IMPLS = ("auto", "eager", "compiled")  # ModelConfig.gdn_impl: see hymo_mini.blocks
+MLA_IMPLS = GDN_IMPLS  # ModelConfig.mla_impl: the same three, for the attention sublayer
 
 
 class ConfigError(ValueError):
@@ -96,6 +97,7 @@ class ModelConfig:
     gdn_residual: str = "identity"  # "identity": x + out + skip; "document": out + skip
     gdn_backend: str = "auto"  # how the recurrence runs: see hymo_mini.ops.RULES
     gdn_impl: str = "auto"  # "eager" | "compiled" | "auto" (compiled when training on CUDA)
+    mla_impl: str = "auto"  # the same for the MLA block's attention sublayer
     gdn_rule: str = "gla"  # "gla": the documented recurrence; "delta": with erasure (Yang 2025)
     nope_hybrid_gdn: bool = False  # v1.1 ablation: no RoPE on the GDN layer before each MLA
 
@@ -170,6 +172,7 @@ class ModelConfig:
         _one_of(self.moe_impl, f"{name}.moe_impl", ("auto", "loop", "grouped", "padded"))
         _one_of(self.loss_impl, f"{name}.loss_impl", LOSS_IMPLS)
         _one_of(self.gdn_impl, f"{name}.gdn_impl", GDN_IMPLS)
+        _one_of(self.mla_impl, f"{name}.mla_impl", MLA_IMPLS)
         _require(self.n_activated_experts <= self.n_routed_experts, f"{name}.n_activated_experts",
                  f"top-k={self.n_activated_experts} cannot exceed "
                  f"n_routed_experts={self.n_routed_experts}")

@@ -84,3 +84,32 @@ def test_shifted_conv_equals_the_depthwise_conv(T):
     g_ref = torch.autograd.grad(ref, (u, conv.weight), dy)
     g_got = torch.autograd.grad(got, (u, conv.weight), dy)
     assert all(rel(a, b) < 1e-12 for a, b in zip(g_got, g_ref, strict=True))
+
+
+def test_compiled_mla_attention_equals_eager(aot_eager):
+    """mla_impl="compiled": the MLA block up to its MoE (norms, attention with SDPA, the
+    residual add, the MoE's norm) as one graph, against the eager block; MoE and GDN eager."""
+    base = replace(load_config("hymo_mini").model, n_layers=2, mla_every=2, max_seq_len=64,
+                   gdn_impl="eager")
+    assert "mla" in base.layer_types
+    tokens = torch.randint(0, 256, (2, 19))
+    ref_loss, ref = loss_and_grads(replace(base, mla_impl="eager"), tokens)
+    got_loss, got = loss_and_grads(replace(base, mla_impl="compiled"), tokens)
+    assert counters["stats"]["unique_graphs"] == 1  # one MLA layer, one graph, no break
+    assert rel(got_loss, ref_loss) < 1e-6
+    assert got.keys() == ref.keys()
+    bad = [k for k in ref if rel(got[k], ref[k]) > 1e-5]
+    assert not bad, bad
+
+
+def test_mla_impl_auto_is_eager_on_cpu_and_bad_names_are_errors():
+    from hymo_mini.blocks import MLABlock
+    config = replace(load_config("hymo_mini").model, n_layers=1, mla_every=1)
+    block = MLABlock(config)
+    x = torch.randn(1, 3, config.dim)
+    assert block.impl == "auto" and not block.compiled(x)
+    block.impl = "compile"
+    with pytest.raises(ValueError, match="mla_impl"):
+        block(x)
+    with pytest.raises(ConfigError, match="mla_impl.*did you mean 'compiled'"):
+        ModelConfig(mla_impl="compile")

@@ -167,3 +167,21 @@ def test_loss_impl_choice_and_errors():
         resolve_loss_impl("fused", torch.device("cpu"))
     with pytest.raises(ConfigError, match="loss_impl.*did you mean 'chunked'"):
         ModelConfig(loss_impl="chunk")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dw_sums_the_chunks_products(dtype):
+    """dW over three chunks against fp64. fp32 products add in place; bf16 ones add inside
+    the matmul in fp32 on a CUDA GPU (fp32-grade), and are rounded to bf16 first on CPU."""
+    from hymo_mini.loss import _accumulate
+
+    device = TRITON_DEVICE
+    dz, h = torch.randn(3, 64, 40, device=device), torch.randn(3, 64, 24, device=device)
+    dz, h = dz.to(dtype), h.to(dtype)
+    dw = torch.zeros(40, 24, device=device)
+    for i in range(3):
+        _accumulate(dw, dz[i], h[i])
+    ref = sum(dz[i].double().T @ h[i].double() for i in range(3))
+    fp32_grade = dtype == torch.float32 or device == "cuda"
+    assert dw.dtype == torch.float32
+    assert rel(dw, ref) < (1e-5 if fp32_grade else 1e-2)
