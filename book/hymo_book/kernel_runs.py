@@ -14,7 +14,8 @@ from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "MOE_RUN",
+__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "DELTA_LONG_RUN",
+           "DELTA_LONG_PROFILE", "delta_entries", "delta_long_profile", "MOE_RUN",
            "CONFIG_SWEEP_RUN", "precision_table", "dispatch_table", "delta_peers_table",
            "delta_peak_bytes", "moe_dispatch_table", "config_sweep_table", "GLA_BACKWARD_RUN",
            "gla_backward_table"]
@@ -22,8 +23,12 @@ __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "MOE_RU
 GATED_DELTA_RUN = "gated_delta_h200_2026-12-01.json"
 # the delta rule's kernel after its tuning (16-step chunks, Mk and (I + M)⁻¹ kept), peers only
 DELTA_PEERS_RUN = "gated_delta_h200_2026-12-02.json"
-# the same kernel beside chunk_kda in bf16 (the run above stopped before fla's bf16 case)
-DELTA_BF16_PEERS_RUN = "gated_delta_bf16_h200_2026-12-02.json"
+# bf16 beside chunk_kda with the 16-bit launch settings (chunk_triton.CONFIGS_16BIT); its
+# fp32 case stopped before fla's, so the fp32 row stays the run above's
+DELTA_BF16_PEERS_RUN = "gated_delta_16bit_configs_h200_2026-12-02.json"
+# B = 1, T = 16,384 in bf16 beside chunk_kda, and the kernel's launches profiled there
+DELTA_LONG_RUN = "gated_delta_b1t16384_h200_2026-12-02.json"
+DELTA_LONG_PROFILE = "gated_delta_profile_b1t16384_h200_2026-12-02.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
 CONFIG_SWEEP_RUN = "chunk_sweep_h200_2026-11-30.json"
 # the gla kernel's in-chunk backward at a few settings, on the tree of that day (e71a586)
@@ -94,33 +99,44 @@ _PEER_LABELS = {"chunk_triton": "hymo Triton chunk", "chunk_triton_kernel": "  i
                 "fla_chunk_gdr": "fla chunk_gated_delta_rule (one decay per head)"}
 
 
-def delta_peers_table(runs: tuple[str, ...] = (DELTA_PEERS_RUN, DELTA_BF16_PEERS_RUN)
-                      ) -> CaptionedTable:
-    """The delta rule's backends at B = 4, T = 4,096: the fp32 shape of the first run and
-    the bf16 shape of the last run that has one. Each row: forward, forward + backward, peak
-    memory and output error against the fp64 loop, and forward + backward over fla
-    chunk_kda's where that run timed it; a backward that raised says so."""
+def delta_entries(runs: tuple[str, ...] = (DELTA_PEERS_RUN, DELTA_BF16_PEERS_RUN,
+                                           DELTA_LONG_RUN)):
+    """(the runs' reports, {shape key: (report, entry)}): each shape from the last run that
+    timed fla chunk_kda at it, or else from the last run that has it."""
     reports = [load_result(r, need=("peers",)) for r in runs]
     picked = {}
-    for report in reports:  # a later run's shape replaces an earlier one's
+    for report in reports:
         for key, entry in report["peers"].items():
-            picked[key] = (report, entry)
+            if key not in picked or "fla_chunk_kda" in entry["results"]:
+                picked[key] = (report, entry)
+    return reports, picked
+
+
+def delta_peers_table(runs: tuple[str, ...] = (DELTA_PEERS_RUN, DELTA_BF16_PEERS_RUN,
+                                               DELTA_LONG_RUN)) -> CaptionedTable:
+    """The delta rule's backends at each shape of the runs: a shape from the last run that
+    timed fla chunk_kda at it (or the last run that has it). Each row: forward, forward +
+    backward, peak memory and output error against the fp64 loop, and forward + backward
+    over chunk_kda's where that run timed it; a backward that raised says so."""
+    reports, picked = delta_entries(runs)
     rows, values = [], []
     for report, entry in picked.values():
         kda = entry["results"].get("fla_chunk_kda", {}).get("fwdbwd_ms")
         for name, r in entry["results"].items():
             fwdbwd = r.get("fwdbwd_ms")
             ratio = f"{fwdbwd / kda:.2f}x" if fwdbwd and kda else "-"
-            rows.append((entry["dtype"], _PEER_LABELS.get(name, name), f"{r['fwd_ms']:.2f}",
+            rows.append((f"{entry['B']} × {entry['T']:,}", entry["dtype"],
+                         _PEER_LABELS.get(name, name), f"{r['fwd_ms']:.2f}",
                          f"{fwdbwd:.2f}" if fwdbwd else "raised", ratio,
                          f"{r['peak_mib']:.0f}" if "peak_mib" in r else "-",
                          _error(entry['checks'][name]['o'])))
-            values.append({"dtype": entry["dtype"], "backend": name, **r,
+            values.append({"B": entry["B"], "T": entry["T"], "dtype": entry["dtype"],
+                           "backend": name, **r,
                            "o_error": entry["checks"][name]["o"], "file": report["file"],
                            "vs_kda": fwdbwd / kda if fwdbwd and kda else None})
-    table = TextTable(("dtype", "backend", "fwd ms", "fwd+bwd ms", "f+b / kda", "peak MiB",
-                       "o error"), rows, align="llrrrrr",
-                      title="the gated delta rule, B = 4, T = 4,096, H = 40, S = D = 32")
+    table = TextTable(("B × T", "dtype", "backend", "fwd ms", "fwd+bwd ms", "f+b / kda",
+                       "peak MiB", "o error"), rows, align="lllrrrrr",
+                      title="the gated delta rule, H = 40, S = D = 32")
     caption = "\n".join(run_caption(r) for r in reports)
     return CaptionedTable(table, caption, values)
 
@@ -215,3 +231,14 @@ def gla_backward_table(run: str = GLA_BACKWARD_RUN) -> CaptionedTable:
                        "peak MiB"), rows, align="llrrr",
                       title=f"the gla kernel's backward, {report['shape']}, bfloat16")
     return CaptionedTable(table, run_caption(report, width=100), values)
+
+
+def delta_long_profile(run: str = DELTA_LONG_PROFILE, dtype: str = "bfloat16") -> CaptionedTable:
+    """The time of each of the delta kernel's six launches (µs, torch.profiler, forward +
+    backward) in a profile run of ``benchmarks/gated_delta_profile.py``, at its settings."""
+    report = load_result(run, need=("current", "environment"))
+    times = report["current"][dtype]["kernels_us"]
+    rows = [{"kernel": k, "us": us} for k, us in times.items()]
+    table = TextTable(("launch", "µs"), [(r["kernel"], f"{r['us']:,.0f}") for r in rows],
+                      align="lr", title=f"the delta kernel's launches, {report['shape']}, {dtype}")
+    return CaptionedTable(table, run_caption(report), rows)

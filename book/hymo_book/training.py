@@ -1,6 +1,7 @@
 """Chapter 17's measured runs: the committed CPU training run, and the whole training step of
-hymo_750m on one GPU (``book/results/train_step_h200_2026-12-01.json``, every case; the
-runs of 2026-12-02 after the step's memory changes, at B = 4, T = 4,096).
+hymo_750m on one GPU (``TRAIN_STEP``: every stack at both shapes, the reference path and both
+peers in one run; ``TRAIN_STEP_EARLIER``, the run of 2026-12-01, for the Muon split and the
+eager GDN block, which the later run left out; the memory runs of 2026-12-02).
 
 The plots of a run are the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this
 module feeds them the committed runs, and turns the GPU report of
@@ -8,7 +9,7 @@ module feeds them the committed runs, and turns the GPU report of
 table carries the run's caption (file, hardware, versions, date, command); nothing here
 measures. A case of that report is named ``<kind>_b<B>t<T>``: ``hybrid_fast``,
 ``hybrid_reference``, ``llama_sdpa``, ``gdn_fast``, ``mla_fast``, ``hybrid_fast_muon``,
-``hybrid_fast_eager_gdn``.
+``hybrid_fast_eager_gdn``, ``hybrid_fast_eager_mla``, ``fla_gla``.
 """
 
 from __future__ import annotations
@@ -25,25 +26,26 @@ from hymo_mini.viz.train_plots import loss_curve
 __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
            "case_config", "model_flops_per_token", "train_step_table", "targets_table",
            "cost_model_table", "step_profile_figure", "COMPONENTS", "FIGURES",
-           "MEMORY_RUNS", "TRAIN_STEP_LATEST", "TRAIN_STEP_PEER", "freed_bytes",
-           "memory_table", "latest_targets_table"]
+           "MEMORY_RUNS", "TRAIN_STEP_EARLIER", "freed_bytes", "memory_table",
+           "latest_targets_table", "busy_valid", "invalid_busy_cases"]
 
-TRAIN_STEP = "train_step_h200_2026-12-01.json"
-# the fast path at B = 4, T = 4,096 in four runs of 2026-12-02: (file, what the run had)
+TRAIN_STEP = "train_step_all_h200_2026-12-02.json"  # every case but the two below, one run
+TRAIN_STEP_EARLIER = "train_step_h200_2026-12-01.json"  # has the Muon split and eager GDN
+# the fast path at B = 4, T = 4,096 in the runs of 2026-12-02: (file, what the run had)
 MEMORY_RUNS = (
     ("train_step_hybrid_h200_2026-12-02.json", "every MoE tensor kept, block states stored"),
-    ("train_step_h200_2026-12-02.json", "MoE recomputation, block states stored"),
-    ("train_step_peer_h200_2026-12-02.json", "MoE recomputation, block states stored"),
-    ("train_step_recompute_h200_2026-12-02.json", "MoE recomputation, block states rebuilt"),
+    ("train_step_h200_2026-12-02.json", "MoE checkpointing, block states stored"),
+    ("train_step_peer_h200_2026-12-02.json", "MoE checkpointing, block states stored"),
+    ("train_step_recompute_h200_2026-12-02.json", "MoE checkpointing, block states rebuilt"),
+    (TRAIN_STEP, "MoE saved-tensor hooks, block states stored, MLA compiled"),
 )
-TRAIN_STEP_LATEST = "train_step_h200_2026-12-02.json"  # fast, reference and Llama, one run
-TRAIN_STEP_PEER = "train_step_peer_h200_2026-12-02.json"  # fast beside fla's GLA model
 
 # case kind -> what the table calls it
 KINDS = {
     "hybrid_fast": "hybrid 3:1, fast path",
     "hybrid_reference": "hybrid 3:1, reference path",
     "hybrid_fast_eager_gdn": "hybrid 3:1, fast path but eager GDN block",
+    "hybrid_fast_eager_mla": "hybrid 3:1, fast path but eager MLA attention",
     "hybrid_fast_muon": "hybrid 3:1, fast path, Muon split",
     "llama_sdpa": "HF Llama (SDPA), the peer",
     "fla_gla": "fla GLA model, the second peer",
@@ -98,17 +100,36 @@ def _caption(report: dict) -> str:
     return run_caption(report, width=96) + f"\n  MFU of a peak of {report['peak_tflops']:g} TFLOP/s"
 
 
+def busy_valid(entry: dict) -> bool:
+    """Whether a case's busy share can be true: its profiled kernel time per step is at most
+    the step's time (a larger sum means the profiler's kernel durations cannot be trusted)."""
+    return 0 <= entry["busy_share"] <= 1
+
+
+def invalid_busy_cases(report: dict) -> dict:
+    """{case: (kernel ms per step, step ms)} of the cases whose busy share is not valid."""
+    return {name: (c["profile"]["kernel_ms_per_step"], c["step_ms"])
+            for name, c in report["cases"].items() if "busy_share" in c and not busy_valid(c)}
+
+
+def _busy(entry: dict) -> str:
+    return f"{100 * entry['busy_share']:.0f}%" if busy_valid(entry) else "not valid"
+
+
 def train_step_table(report: dict, shapes=((4, 4096), (1, 16384)),
                      kinds=("hybrid_fast", "hybrid_reference", "llama_sdpa", "gdn_fast",
                             "mla_fast")) -> CaptionedTable:
-    """Tokens per second, MFU, peak memory and GPU busy share of each case."""
+    """Tokens per second, MFU, peak memory and GPU busy share of each case ("not valid"
+    where the profile summed more kernel time than the step took, see ``busy_valid``);
+    a kind the report lacks at a shape is left out."""
     rows, values = [], []
     for B, T in shapes:
         for kind in kinds:
+            if f"{kind}_b{B}t{T}" not in report["cases"]:
+                continue
             c = case(report, kind, B, T)
             rows.append((KINDS[kind], f"{B} × {T:,}", f"{c['tokens_per_s']:,}",
-                         f"{100 * c['mfu']:.1f}%", f"{c['peak_GiB']:.1f}",
-                         f"{100 * c['busy_share']:.0f}%"))
+                         f"{100 * c['mfu']:.1f}%", f"{c['peak_GiB']:.1f}", _busy(c)))
             values.append({"kind": kind, "B": B, "T": T, **c})
     table = TextTable(("model, path", "B × T", "tokens/s", "MFU", "peak GiB", "GPU busy"),
                       rows, title="one training step of hymo_750m (bf16 autocast, fused AdamW)")
@@ -183,7 +204,7 @@ def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
         ax.barh([i + offset for i in range(len(names))], [times[path].get(n, 0) for n in names],
                 height=height, color=color, hatch=hatch or None, edgecolor="black",
                 linewidth=0.4, label=f"{path} path: {total:.0f} ms of kernels per step, "
-                                     f"GPU busy {100 * c['busy_share']:.0f}%")
+                                     f"GPU busy {_busy(c)}")
     for i, n in enumerate(names):
         for offset, path in ((-height / 2, "reference"), (height / 2, "fast")):
             ms = times[path].get(n, 0)
@@ -244,14 +265,17 @@ def memory_table(runs=MEMORY_RUNS) -> CaptionedTable:
     return CaptionedTable(table, "\n".join(captions), values)
 
 
-def latest_targets_table(latest: str = TRAIN_STEP_LATEST,
-                         peer: str = TRAIN_STEP_PEER) -> CaptionedTable:
-    """The targets as recorded by the latest run, with "faster than fla GLA" filled in from
-    the run that timed the fast path beside fla's GLA model (the ratio within that run)."""
-    report, other = load_train_step(latest), load_train_step(peer)
+def latest_targets_table(latest: str = TRAIN_STEP, peer: str | None = None) -> CaptionedTable:
+    """The targets as recorded by the latest run; where it has no "faster than fla GLA",
+    that one from ``peer``, a run that timed the fast path beside fla's GLA model (the ratio
+    within that run)."""
+    report = load_train_step(latest)
     targets = {k: dict(v) for k, v in report["targets_hybrid_b4t4096"].items()}
+    if peer is None or targets["faster than fla GLA"]["value"] is not None:
+        return targets_table(report)
+    other = load_train_step(peer)
     gla = other["targets_hybrid_b4t4096"]["faster than fla GLA"]
-    if targets["faster than fla GLA"]["value"] is None and gla["value"] is not None:
+    if gla["value"] is not None:
         targets["faster than fla GLA"] = dict(gla, run=peer)
     table = targets_table({**report, "targets_hybrid_b4t4096": targets})
     table.caption = f"{table.caption}\n{run_caption(other, width=96)}"

@@ -123,8 +123,21 @@ def test_freed_bytes_count_the_block_states_beyond_the_chunk_states():
 def test_the_memory_table_and_the_latest_targets_read_the_committed_runs():
     memory = training.memory_table()
     assert [r["file"] for r in memory.rows] == [name for name, _ in training.MEMORY_RUNS]
-    assert all(f"[{m}]" in memory.caption for m in "abcd")
+    assert all(f"[{m}]" in memory.caption for m in "abcde")
     targets = {r["target"]: r for r in training.latest_targets_table().rows}
-    gla = targets["faster than fla GLA"]
-    assert gla["run"] == training.TRAIN_STEP_PEER and gla["value"] is not None
+    assert all(t["value"] is not None for t in targets.values())  # fla GLA in the same run
     assert targets["peak <= 40 GiB"]["met"] is True
+    # the earlier form: a run without the peer takes that target from one with it
+    filled = {r["target"]: r for r in training.latest_targets_table(
+        "train_step_h200_2026-12-02.json", peer="train_step_peer_h200_2026-12-02.json").rows}
+    assert filled["faster than fla GLA"]["run"] == "train_step_peer_h200_2026-12-02.json"
+
+
+def test_a_busy_share_over_one_is_not_shown():
+    report = fake_report()
+    report["cases"]["mla_fast_b4t4096"].update(busy_share=5.0, step_ms=10.0)
+    report["cases"]["mla_fast_b4t4096"]["profile"]["kernel_ms_per_step"] = 50.0
+    row = next(r for r in training.train_step_table(report).table.rows
+               if r[0] == training.KINDS["mla_fast"] and r[1] == "4 × 4,096")
+    assert row[-1] == "not valid"
+    assert training.invalid_busy_cases(report) == {"mla_fast_b4t4096": (50.0, 10.0)}

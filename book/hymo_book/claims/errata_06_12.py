@@ -8,6 +8,7 @@ from __future__ import annotations
 from hymo_book.claims.core import Claim
 from hymo_book.claims.values import launches_per_layer, loop_launches_per_step
 from hymo_book.claims.values_measured import (
+    STEP_RUN,
     copy_bandwidth,
     gpu,
     hybrid_over_all_mla,
@@ -51,7 +52,7 @@ CLAIMS_ERRATA_06_12: list[Claim] = [
           lambda: (f"measured training tokens/s, hybrid over all-MLA, both on the fast path, one "
                    f"H200: {fmt(hybrid_over_all_mla(4096))}× at B = 4, T = 4,096 and "
                    f"{fmt(hybrid_over_all_mla(16384))}× at B = 1, T = 16,384 "
-                   "(train_step_h200_2026-12-01.json). The table's baseline is unclear (its "
+                   f"({STEP_RUN}). The table's baseline is unclear (its "
                    "slowest row is 16 MLA + 16 GDN); all-MLA, the slowest stack, is the reading "
                    "most favourable to the claim, compared with the range's low end")),
     # section 6
