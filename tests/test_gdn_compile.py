@@ -29,6 +29,13 @@ def loss_and_grads(config, tokens):
                             if p.grad is not None}
 
 
+def assert_same(got_loss, got, ref_loss, ref):
+    assert rel(got_loss, ref_loss) < 1e-6
+    assert got.keys() == ref.keys()
+    bad = [k for k in ref if rel(got[k], ref[k]) > 1e-5]
+    assert not bad, bad
+
+
 @pytest.fixture
 def aot_eager(monkeypatch):
     monkeypatch.setattr(blocks, "COMPILE_BACKEND", "aot_eager")
@@ -50,22 +57,21 @@ def test_compiled_block_equals_eager_forward_and_backward(aot_eager):
     # one break, at the recurrence: the graph before it once per kind of block (with RoPE,
     # without), the graph after it (the same code for both) once
     assert counters["stats"]["unique_graphs"] == 3
-    assert rel(got_loss, ref_loss) < 1e-6
-    assert got.keys() == ref.keys()
-    bad = [k for k in ref if rel(got[k], ref[k]) > 1e-5]
-    assert not bad, bad
+    assert_same(got_loss, got, ref_loss, ref)
 
 
-def test_auto_is_eager_on_cpu_and_bad_names_are_errors():
-    config = replace(load_config("hymo_mini").model, n_layers=1, mla_every=0)
-    block = GDNBlock(config)
+@pytest.mark.parametrize("field, mla_every", [("gdn_impl", 0), ("mla_impl", 1)])
+def test_auto_is_eager_on_cpu_and_bad_names_are_errors(field, mla_every):
+    from hymo_mini.blocks import MLABlock
+    config = replace(load_config("hymo_mini").model, n_layers=1, mla_every=mla_every)
+    block = (GDNBlock if field == "gdn_impl" else MLABlock)(config)
     x = torch.randn(1, 3, config.dim)
     assert block.impl == "auto" and not block.compiled(x)
     block.impl = "compile"
-    with pytest.raises(ValueError, match="gdn_impl"):
+    with pytest.raises(ValueError, match=field):
         block(x)
-    with pytest.raises(ConfigError, match="gdn_impl.*did you mean 'compiled'"):
-        ModelConfig(gdn_impl="compile")
+    with pytest.raises(ConfigError, match=f"{field}.*did you mean 'compiled'"):
+        ModelConfig(**{field: "compile"})
 
 
 @pytest.mark.parametrize("T", [1, 3, 17])
@@ -96,20 +102,4 @@ def test_compiled_mla_attention_equals_eager(aot_eager):
     ref_loss, ref = loss_and_grads(replace(base, mla_impl="eager"), tokens)
     got_loss, got = loss_and_grads(replace(base, mla_impl="compiled"), tokens)
     assert counters["stats"]["unique_graphs"] == 1  # one MLA layer, one graph, no break
-    assert rel(got_loss, ref_loss) < 1e-6
-    assert got.keys() == ref.keys()
-    bad = [k for k in ref if rel(got[k], ref[k]) > 1e-5]
-    assert not bad, bad
-
-
-def test_mla_impl_auto_is_eager_on_cpu_and_bad_names_are_errors():
-    from hymo_mini.blocks import MLABlock
-    config = replace(load_config("hymo_mini").model, n_layers=1, mla_every=1)
-    block = MLABlock(config)
-    x = torch.randn(1, 3, config.dim)
-    assert block.impl == "auto" and not block.compiled(x)
-    block.impl = "compile"
-    with pytest.raises(ValueError, match="mla_impl"):
-        block(x)
-    with pytest.raises(ConfigError, match="mla_impl.*did you mean 'compiled'"):
-        ModelConfig(mla_impl="compile")
+    assert_same(got_loss, got, ref_loss, ref)
