@@ -69,6 +69,41 @@ def test_longer_chunks(monkeypatch, chunk):
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("chunks, split, shape, kw", [
+    (2, 16, (1, 70, 2, 32, 20), {}),  # 5 chunks in groups of 2, 2 column blocks (one masked)
+    (1, 1 << 30, (2, 37, 1, 24, 24), dict(with_h0=False, output_final_state=False)),
+    (2, 16, (1, 50, 1, 40, 16), dict(beta="near1")),  # S > D: more blocks of M than of B
+])
+def test_the_passes_over_groups_of_chunks(monkeypatch, chunks, split, shape, kw):
+    """The chunk-to-chunk passes split over groups (chunk_groups: each group's transition
+    and offset, a walk over the groups, then every group's walk from its start state),
+    forced on at small shapes, against the loop: outputs, final state, every gradient
+    (and without an initial or a final state: the scans' other branches)."""
+    cols = dict(split=split, num_warps=1, num_stages=1)
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), state_fwd=cols, state_bwd=cols,
+                                          group=dict(chunks=chunks, below=1 << 30)))
+    B, T, H, S, D = shape
+    assert gdt._groups(1, triton_cdiv(T, 16)) == (triton_cdiv(triton_cdiv(T, 16), chunks),
+                                                  chunks)
+    check(B, T, H, S, D, decay_scale=0.3, **kw)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def test_groups_only_for_few_programs(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE),
+                                          group=dict(chunks=64, below=256)))
+    assert gdt._groups(80, 1024) == (16, 64)  # one long sequence: 40 heads x 2 blocks
+    assert gdt._groups(320, 256) == (1, 256)  # B = 4, T = 4,096: the one walk
+    assert gdt._groups(80, 64) == (1, 64)  # no more chunks than one group
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), group=dict(chunks=0, below=9)))
+    with pytest.raises(ValueError, match="group"):
+        gdt._groups(1, 10)
+
+
+@pytest.mark.triton
 @pytest.mark.parametrize("inverse", gdt.INVERSES)
 def test_both_inverses_on_aligned_keys(monkeypatch, inverse):
     """(I + M)⁻¹ by merged blocks and by rows, where it is hardest: every key of a head

@@ -22,15 +22,20 @@ __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
 
 
 @triton.jit
-def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T,
+def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T, NG, GROUP,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
                       USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PRECISION: tl.constexpr):
     """Columns [i_d·BD, (i_d+1)·BD) of one (b, h): the state each chunk starts with (hs),
-    the pseudo-values U (u) and the final state (ht), chunk by chunk."""
-    i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
+    the pseudo-values U (u) and the final state (ht), chunk by chunk. With NG groups of
+    GROUP chunks (``chunk_groups``), one program per (b, h, group, columns) walks its group
+    from h0[b, h, group], the group's start state."""
+    i_bg, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
+    i_bh, i_grp = i_bg // NG, i_bg % NG
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BT)
+    c0 = i_grp * GROUP
+    c1 = tl.minimum(c0 + GROUP, NC)
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
@@ -38,9 +43,9 @@ def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T,
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
     b_h = tl.zeros([BS, BD], dtype=tl.float32)
     if USE_H0:
-        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+        b_h += tl.load(h0 + i_bg.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
     row0 = i_b.to(tl.int64) * T * H + i_h
-    for i_c in range(0, NC):
+    for i_c in range(c0, c1):
         tl.store(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_h, b_h, mask=m_h)
         o_t = i_c * BT + o_i
         m_t = o_t < T
@@ -60,16 +65,20 @@ def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T,
 
 
 @triton.jit
-def _state_bwd_kernel(b, c, g, A, w, do, du, dht, dhs, dh0, T,
+def _state_bwd_kernel(b, c, g, A, w, do, du, dht, dhs, dh0, T, NG, GROUP,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
                       USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
                       PRECISION: tl.constexpr):
     """Columns [i_d·BD, (i_d+1)·BD) of one (b, h), right to left: the gradient at each
-    chunk's end (dhs), dU in place of its in-chunk part Pᵀ dO (du), d initial_state."""
-    i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
+    chunk's end (dhs), dU in place of its in-chunk part Pᵀ dO (du), d initial_state. With
+    NG groups, one program per group, from dht[b, h, group], the gradient at its end."""
+    i_bg, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
+    i_bh, i_grp = i_bg // NG, i_bg % NG
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BT)
+    c0 = i_grp * GROUP
+    c1 = tl.minimum(c0 + GROUP, NC)
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]  # [BS, BD]
@@ -77,10 +86,10 @@ def _state_bwd_kernel(b, c, g, A, w, do, du, dht, dhs, dh0, T,
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
     b_dh = tl.zeros([BS, BD], dtype=tl.float32)
     if USE_DHT:
-        b_dh += tl.load(dht + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+        b_dh += tl.load(dht + i_bg.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
     row0 = i_b.to(tl.int64) * T * H + i_h
-    for k in range(0, NC):
-        i_c = NC - 1 - k
+    for k in range(0, c1 - c0):
+        i_c = c1 - 1 - k
         tl.store(dhs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_h, b_dh, mask=m_h)
         o_t = i_c * BT + o_i
         m_t = o_t < T

@@ -72,6 +72,12 @@ import torch
 import triton
 
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
+from hymo_mini.ops.gated_delta.chunk_groups import (
+    _group_bwd_kernel,
+    _group_fwd_kernel,
+    _group_scan_bwd_kernel,
+    _group_scan_fwd_kernel,
+)
 from hymo_mini.ops.gated_delta.chunk_kernels import (
     _chunk_bwd_kernel,
     _du_local_kernel,
@@ -97,7 +103,10 @@ CONFIGS = {"chunk": 16, "inverse": "levels",
            "du_local": dict(num_warps=1, num_stages=1),
            "chunk_bwd": dict(num_warps=4, num_stages=1),
            "state_fwd": dict(split=16, num_warps=2, num_stages=3),
-           "state_bwd": dict(split=16, num_warps=2, num_stages=3)}
+           "state_bwd": dict(split=16, num_warps=2, num_stages=3),
+           # the chunk-to-chunk passes over groups of "chunks" chunks (chunk_groups) when a
+           # walk would have fewer than "below" programs (one long sequence: B·H·2 for D = 32)
+           "group": dict(chunks=64, below=256)}
 # Per-kernel settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per
 # dot, 16-bit loads), from a bf16 sweep on the H200
 # (book/results/gated_delta_profile_bf16_h200_2026-12-02.json); fp32's three-pass products
@@ -110,7 +119,8 @@ INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels",
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
                      **{k: dict(split=1 << 30, num_warps=1, num_stages=1)
-                        for k in ("state_fwd", "state_bwd")}}
+                        for k in ("state_fwd", "state_bwd")},
+                     "group": dict(chunks=1 << 30, below=0)}
 
 
 def _config(name: str, half: bool = False):
@@ -147,6 +157,18 @@ def _sizes(v, b, states: str):
     return B, T, H, S, D, triton.cdiv(T, BT), BD, BDs, triton.cdiv(D, BDs), sizes
 
 
+def _groups(programs: int, NC: int) -> tuple[int, int]:
+    """(groups, chunks per group) of the chunk-to-chunk passes: (1, NC), the one walk,
+    unless a walk would launch fewer programs than CONFIGS["group"]["below"]."""
+    cfg = _config("group")
+    G = int(cfg["chunks"])
+    if G < 1:
+        raise ValueError(f"CONFIGS['group']['chunks'] must be a positive integer, got {G}")
+    if programs >= cfg["below"] or NC <= G:
+        return 1, NC
+    return triton.cdiv(NC, G), G
+
+
 def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
     B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b, "state_fwd")
     half = _half(v)
@@ -159,9 +181,24 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
                                 INVERSE=_config("inverse"), **_launch("wy_fwd", half))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, T, USE_H0=h0 is not None,
-                                     STORE_HT=output_final_state, **sizes, BD=BDs, ND=ND,
-                                     PRECISION=precision, **_launch("state_fwd", half))
+    NG, G = _groups(B * H * ND, NC)
+    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_fwd", half))
+    if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
+        NMS = triton.cdiv(S, BDs)
+        tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
+        _group_fwd_kernel[(B * H * NG * (NMS + ND),)](b, g, A, w, u, tg, T, NG, G, NMS=NMS,
+                                                       **walk)
+        hg = v.new_empty(B * H, NG, S, D, dtype=torch.float32)  # each group's start state
+        _group_scan_fwd_kernel[(B * H * ND,)](tg, h0, hg, ht, NG, S=S, D=D, BS=sizes["BS"],
+                                              BD=BDs, ND=ND, USE_H0=h0 is not None,
+                                              STORE_HT=output_final_state, PRECISION=precision,
+                                              **_launch("state_fwd", half))
+        _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, T, NG, G,
+                                              USE_H0=True, STORE_HT=False, **walk)
+    else:
+        _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, T, 1, NC,
+                                         USE_H0=h0 is not None, STORE_HT=output_final_state,
+                                         **walk)
     o = torch.empty_like(v)
     _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk, **_launch("output", half))
     return o, ht, hs, u, w, mk, ti
@@ -176,10 +213,24 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
                                   **_launch("du_local", half))
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if with_h0 else None
-    _state_bwd_kernel[(B * H * ND,)](b, c, g, A, w, do, du, dht, dhs, dh0, T,
-                                     USE_DHT=dht is not None, STORE_DH0=with_h0, **sizes,
-                                     BD=BDs, ND=ND, PRECISION=precision,
-                                     **_launch("state_bwd", half))
+    NG, G = _groups(B * H * ND, NC)
+    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_bwd", half))
+    if NG > 1:  # as in the forward, right to left
+        NMS = triton.cdiv(S, BDs)
+        tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
+        _group_bwd_kernel[(B * H * NG * (NMS + ND),)](b, c, g, A, w, do, du, tg, T, NG, G,
+                                                       NMS=NMS, **walk)
+        dhg = v.new_empty(B * H, NG, S, D, dtype=torch.float32)  # the gradient at each end
+        _group_scan_bwd_kernel[(B * H * ND,)](tg, dht, dhg, dh0, NG, S=S, D=D,
+                                              BS=sizes["BS"], BD=BDs, ND=ND,
+                                              USE_DHT=dht is not None, STORE_DH0=with_h0,
+                                              PRECISION=precision,
+                                              **_launch("state_bwd", half))
+        _state_bwd_kernel[(B * H * NG * ND,)](b, c, g, A, w, do, du, dhg, dhs, dh0, T, NG, G,
+                                              USE_DHT=True, STORE_DH0=False, **walk)
+    else:
+        _state_bwd_kernel[(B * H * ND,)](b, c, g, A, w, do, du, dht, dhs, dh0, T, 1, NC,
+                                         USE_DHT=dht is not None, STORE_DH0=with_h0, **walk)
     dv, db, dc, dg, dbeta = (torch.empty_like(t) for t in (v, b, c, g, beta))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
     _chunk_bwd_kernel[(NC, B * H)](v, b, c, g, A, beta, hs, dhs, u, du, do, mk, ti, dv, db,

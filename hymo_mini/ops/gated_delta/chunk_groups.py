@@ -1,0 +1,198 @@
+"""The chunk-to-chunk passes of the chunked gated delta kernel, split over groups of chunks,
+for few long sequences.
+
+The sequential passes of ``chunk_states`` run one program per (batch, head, block of value
+columns), each walking every chunk of its sequence in order. With one long sequence that
+is few programs (at most 2·H for D = 32), each with a long walk. Both passes are affine in
+the state, chunk by chunk:
+
+    forward    H_{k+1} = A_k H_k + K̂_kᵀ Uv_k,                 A_k = diag(Γ_C) - K̂_kᵀ W_k
+    backward   dH_k = Ã_k dH_{k+1} + Q̃_kᵀ dO_k - W_kᵀ Pᵀ dO_k,   Ã_k = diag(Γ_C) - W_kᵀ K̂_k
+
+(A_k, Ã_k (S, S); Γ_C scales row n of the state by its decay over the chunk). So a group
+of G chunks maps its start state to its end state by one matrix and one offset,
+
+    H_end = M_g H_start + B_g,        M_g = A_{last} ... A_{first},  B_g = the end state from 0,
+
+and the same right to left for the gradients. Three passes replace the one walk:
+
+    1. every group at once (``_group_fwd_kernel`` / ``_group_bwd_kernel``): walk the group
+       with the augmented state [M | B], started at [I | 0]. Each column of the state
+       evolves on its own, so a program owns a block of columns of M (no values: Uv = 0)
+       or of B; the result goes to ``tg`` (B·H, NG, S, S + D).
+    2. one short walk over the groups per (b, h, columns) (``_group_scan_*``): each group's
+       start state (or end gradient) into ``hg``, H ← M_g H + B_g; the final state (or
+       d initial_state) at the end.
+    3. every group at once again: ``chunk_states``' walk over the group, from its start
+       state, storing what the one walk stored (the chunk-start states and U, or the
+       chunk-end gradients and dU).
+
+About three times the arithmetic of the one walk, spread over NG times as many programs.
+``chunk_triton`` uses it when a launch would have fewer programs than
+``CONFIGS["group"]["below"]``.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from hymo_mini.ops.gla.chunk_blocks import _gate_sums
+from hymo_mini.ops.gla.chunk_states import _rows
+
+__all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
+
+
+@triton.jit
+def _columns(i_a, NMS: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+             BD: tl.constexpr):
+    """Block i_a of the augmented state's columns: (whether it is a block of M, [BD], the
+    column indices within M or within B, their mask, the start block [BS, BD]: identity
+    columns for M, zero for B)."""
+    # as a vector [BD] (the interpreter refuses masks mixing a scalar and a vector bool)
+    is_m = (tl.zeros([BD], dtype=tl.int32) + i_a) < NMS
+    o_c = tl.where(is_m, i_a, i_a - NMS) * BD + tl.arange(0, BD)
+    m_c = o_c < tl.where(is_m, S, D)
+    o_s = tl.arange(0, BS)
+    eye = (o_s[:, None] == o_c[None, :]) & (o_s[:, None] < S) & (m_c & is_m)[None, :]
+    return is_m, o_c, m_c, tl.where(eye, 1.0, 0.0)
+
+
+@triton.jit
+def _store_summary(tg, i_bg, b_x, is_m, o_c, m_c, S: tl.constexpr, D: tl.constexpr,
+                   BS: tl.constexpr):
+    o_s = tl.arange(0, BS)
+    col = tl.where(is_m, 0, S) + o_c
+    p = tg + i_bg.to(tl.int64) * S * (S + D) + o_s[:, None] * (S + D) + col[None, :]
+    tl.store(p, b_x, mask=(o_s[:, None] < S) & m_c[None, :])
+
+
+@triton.jit
+def _group_fwd_kernel(b, g, A, w, uv, tg, T, NG, GROUP,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                      BD: tl.constexpr, NMS: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
+                      PRECISION: tl.constexpr):
+    """One (b, h, group, block of [M | B]'s columns): the group's transition M_g and
+    offset B_g, walked from [I | 0] over its chunks."""
+    i_bg, i_a = tl.program_id(0) // (NMS + ND), tl.program_id(0) % (NMS + ND)
+    i_bh, i_grp = i_bg // NG, i_bg % NG
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BT)
+    c0 = i_grp * GROUP
+    c1 = tl.minimum(c0 + GROUP, NC)
+    is_m, o_c, m_c, b_x = _columns(i_a, NMS, S, D, BS, BD)  # b_x [BS, BD]
+    m_v = m_c & (is_m == 0)  # values enter B's columns only
+    o_i, o_s = tl.arange(0, BT), tl.arange(0, BS)
+    m_s = o_s < S
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    for i_c in range(c0, c1):
+        o_t = i_c * BT + o_i
+        m_t = o_t < T
+        b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_u = _rows(uv, row0, o_t, m_t, o_c, m_v, D, H)  # [BT, BD] Uv, or 0 for M
+        b_u -= tl.dot(b_w, b_x, input_precision=PRECISION)
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_kh = b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] K̂
+        b_x = b_x * tl.exp(b_lend * b_A)[:, None]
+        b_x += tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)  # [BS, BD]
+    _store_summary(tg, i_bg, b_x, is_m, o_c, m_c, S, D, BS)
+
+
+@triton.jit
+def _group_bwd_kernel(b, c, g, A, w, do, du, tg, T, NG, GROUP,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                      BD: tl.constexpr, NMS: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
+                      PRECISION: tl.constexpr):
+    """The same for the gradients, right to left over the group: N_g and E_g with
+    dH_start = N_g dH_end + E_g (dO and Pᵀ dO enter E's columns only)."""
+    i_bg, i_a = tl.program_id(0) // (NMS + ND), tl.program_id(0) % (NMS + ND)
+    i_bh, i_grp = i_bg // NG, i_bg % NG
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BT)
+    c0 = i_grp * GROUP
+    c1 = tl.minimum(c0 + GROUP, NC)
+    is_m, o_c, m_c, b_x = _columns(i_a, NMS, S, D, BS, BD)  # b_x [BS, BD]
+    m_v = m_c & (is_m == 0)
+    o_i, o_s = tl.arange(0, BT), tl.arange(0, BS)
+    m_s = o_s < S
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    for k in range(0, c1 - c0):
+        i_c = c1 - 1 - k
+        o_t = i_c * BT + o_i
+        m_t = o_t < T
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_kh = b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] K̂
+        b_du = _rows(du, row0, o_t, m_t, o_c, m_v, D, H)  # [BT, BD] Pᵀ dO, or 0 for N
+        b_du += tl.dot(b_kh, b_x, input_precision=PRECISION)
+        b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_qt = b_q * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] Q̃
+        b_do = _rows(do, row0, o_t, m_t, o_c, m_v, D, H)  # [BT, BD], or 0 for N
+        b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_x = b_x * tl.exp(b_lend * b_A)[:, None]
+        b_x += tl.dot(tl.trans(b_qt), b_do, input_precision=PRECISION)  # [BS, BD]
+        b_x -= tl.dot(tl.trans(b_w), b_du, input_precision=PRECISION)
+    _store_summary(tg, i_bg, b_x, is_m, o_c, m_c, S, D, BS)
+
+
+@triton.jit
+def _summary(tg, i_bh, i_grp, NG, o_d, m_d, S: tl.constexpr, D: tl.constexpr,
+             BS: tl.constexpr):
+    """Group i_grp's (M [BS, BS], offset's columns o_d [BS, BD]) from tg."""
+    o_s = tl.arange(0, BS)
+    m_s = o_s < S
+    p = tg + (i_bh.to(tl.int64) * NG + i_grp) * S * (S + D) + o_s[:, None] * (S + D)
+    b_m = tl.load(p + o_s[None, :], mask=m_s[:, None] & m_s[None, :], other=0.0)
+    b_b = tl.load(p + S + o_d[None, :], mask=m_s[:, None] & m_d[None, :], other=0.0)
+    return b_m, b_b
+
+
+@triton.jit
+def _group_scan_fwd_kernel(tg, h0, hg, ht, NG,
+                           S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                           BD: tl.constexpr, ND: tl.constexpr, USE_H0: tl.constexpr,
+                           STORE_HT: tl.constexpr, PRECISION: tl.constexpr):
+    """Columns [i_d·BD, (i_d+1)·BD) of one (b, h): each group's start state (hg), group by
+    group, and the final state (ht)."""
+    i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
+    o_s, o_d = tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    o_h = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_h = tl.zeros([BS, BD], dtype=tl.float32)
+    if USE_H0:
+        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+    for i_grp in range(0, NG):
+        tl.store(hg + (i_bh.to(tl.int64) * NG + i_grp) * S * D + o_h, b_h, mask=m_h)
+        b_m, b_b = _summary(tg, i_bh, i_grp, NG, o_d, m_d, S, D, BS)
+        b_h = tl.dot(b_m, b_h, input_precision=PRECISION) + b_b
+    if STORE_HT:
+        tl.store(ht + i_bh.to(tl.int64) * S * D + o_h, b_h, mask=m_h)
+
+
+@triton.jit
+def _group_scan_bwd_kernel(tg, dht, dhg, dh0, NG,
+                           S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                           BD: tl.constexpr, ND: tl.constexpr, USE_DHT: tl.constexpr,
+                           STORE_DH0: tl.constexpr, PRECISION: tl.constexpr):
+    """The same right to left: the gradient at each group's end (dhg), and d initial_state."""
+    i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
+    o_s, o_d = tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    o_h = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_dh = tl.zeros([BS, BD], dtype=tl.float32)
+    if USE_DHT:
+        b_dh += tl.load(dht + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+    for k in range(0, NG):
+        i_grp = NG - 1 - k
+        tl.store(dhg + (i_bh.to(tl.int64) * NG + i_grp) * S * D + o_h, b_dh, mask=m_h)
+        b_m, b_b = _summary(tg, i_bh, i_grp, NG, o_d, m_d, S, D, BS)
+        b_dh = tl.dot(b_m, b_dh, input_precision=PRECISION) + b_b
+    if STORE_DH0:
+        tl.store(dh0 + i_bh.to(tl.int64) * S * D + o_h, b_dh, mask=m_h)
