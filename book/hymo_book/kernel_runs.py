@@ -15,7 +15,8 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
 __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "DELTA_LONG_RUN",
-           "DELTA_LONG_PROFILE", "delta_entries", "delta_long_profile", "MOE_RUN",
+           "DELTA_LONG_PROFILE", "DELTA_GROUPS_RUN", "delta_entries", "delta_long_profile",
+           "MOE_RUN",
            "CONFIG_SWEEP_RUN", "precision_table", "dispatch_table", "delta_peers_table",
            "delta_peak_bytes", "moe_dispatch_table", "config_sweep_table", "GLA_BACKWARD_RUN",
            "gla_backward_table"]
@@ -29,6 +30,8 @@ DELTA_BF16_PEERS_RUN = "gated_delta_16bit_configs_h200_2026-12-02.json"
 # B = 1, T = 16,384 in bf16 beside chunk_kda, and the kernel's launches profiled there
 DELTA_LONG_RUN = "gated_delta_b1t16384_h200_2026-12-02.json"
 DELTA_LONG_PROFILE = "gated_delta_profile_b1t16384_h200_2026-12-02.json"
+# the same shape with the passes over groups of chunks (chunk_groups); chunk_kda not timed
+DELTA_GROUPS_RUN = "gated_delta_groups_h200_2026-12-02.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
 CONFIG_SWEEP_RUN = "chunk_sweep_h200_2026-11-30.json"
 # the gla kernel's in-chunk backward at a few settings, on the tree of that day (e71a586)
