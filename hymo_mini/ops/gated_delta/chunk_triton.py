@@ -16,7 +16,8 @@ Mk by the gla kernel's levels, so every decay factor is in [0, 1]; (I + M)⁻¹ 
 merging diagonal blocks level by level, ``chunk_kernels._unit_lower_inverse_levels``, or
 row by row with ``CONFIGS["inverse"] = "rows"``; Mk and (I + M)⁻¹ are kept for the
 backward); a sequential pass per (batch, head, value columns) that stores each H_0 and U
-(``chunk_states._state_fwd_kernel``); every chunk's O at once (``_output_kernel``).
+(``chunk_states._state_fwd_kernel``; for few long sequences cut into groups of chunks that
+run at once, ``chunk_groups``); every chunk's O at once (``_output_kernel``).
 
 **The backward, derived.** Given dO (BT, D) and dH_C (S, D), the gradient at the chunk's
 end, and writing R = V - K̃ H_0 (so that (I + M) U = diag(β) R):
