@@ -37,7 +37,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from hymo_mini.ops.gla.chunk_blocks import _gate_sums
+from hymo_mini.ops.gated_delta.chunk_states import _carry, _chunk_gates
 from hymo_mini.ops.gla.chunk_states import _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
@@ -59,6 +59,20 @@ def _columns(i_a, NMS: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.co
 
 
 @triton.jit
+def _group_program(T, NG, GROUP, H: tl.constexpr, S: tl.constexpr, D: tl.constexpr,
+                   BS: tl.constexpr, BD: tl.constexpr, NMS: tl.constexpr, ND: tl.constexpr,
+                   BT: tl.constexpr):
+    """This program's (b·H + h)·NG + group, b, h, chunk range [c0, c1) and column block
+    (``_columns``)."""
+    i_bg, i_a = tl.program_id(0) // (NMS + ND), tl.program_id(0) % (NMS + ND)
+    i_bh, i_grp = i_bg // NG, i_bg % NG
+    c0 = i_grp * GROUP
+    c1 = tl.minimum(c0 + GROUP, tl.cdiv(T, BT))
+    is_m, o_c, m_c, b_x = _columns(i_a, NMS, S, D, BS, BD)  # b_x [BS, BD]
+    return i_bg, i_bh // H, i_bh % H, c0, c1, is_m, o_c, m_c, b_x
+
+
+@triton.jit
 def _store_summary(tg, i_bg, b_x, is_m, o_c, m_c, S: tl.constexpr, D: tl.constexpr,
                    BS: tl.constexpr):
     o_s = tl.arange(0, BS)
@@ -74,13 +88,8 @@ def _group_fwd_kernel(b, g, A, w, uv, tg, T, NG, GROUP,
                       PRECISION: tl.constexpr):
     """One (b, h, group, block of [M | B]'s columns): the group's transition M_g and
     offset B_g, walked from [I | 0] over its chunks."""
-    i_bg, i_a = tl.program_id(0) // (NMS + ND), tl.program_id(0) % (NMS + ND)
-    i_bh, i_grp = i_bg // NG, i_bg % NG
-    i_b, i_h = i_bh // H, i_bh % H
-    NC = tl.cdiv(T, BT)
-    c0 = i_grp * GROUP
-    c1 = tl.minimum(c0 + GROUP, NC)
-    is_m, o_c, m_c, b_x = _columns(i_a, NMS, S, D, BS, BD)  # b_x [BS, BD]
+    i_bg, i_b, i_h, c0, c1, is_m, o_c, m_c, b_x = _group_program(T, NG, GROUP, H, S, D, BS,
+                                                                  BD, NMS, ND, BT)
     m_v = m_c & (is_m == 0)  # values enter B's columns only
     o_i, o_s = tl.arange(0, BT), tl.arange(0, BS)
     m_s = o_s < S
@@ -92,12 +101,7 @@ def _group_fwd_kernel(b, g, A, w, uv, tg, T, NG, GROUP,
         b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_u = _rows(uv, row0, o_t, m_t, o_c, m_v, D, H)  # [BT, BD] Uv, or 0 for M
         b_u -= tl.dot(b_w, b_x, input_precision=PRECISION)
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend = _gate_sums(b_g, o_i, BT)
-        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_kh = b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] K̂
-        b_x = b_x * tl.exp(b_lend * b_A)[:, None]
-        b_x += tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)  # [BS, BD]
+        b_x = _carry(b, g, b_A, b_x, b_u, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT, PRECISION)
     _store_summary(tg, i_bg, b_x, is_m, o_c, m_c, S, D, BS)
 
 
@@ -108,13 +112,8 @@ def _group_bwd_kernel(b, c, g, A, w, do, du, tg, T, NG, GROUP,
                       PRECISION: tl.constexpr):
     """The same for the gradients, right to left over the group: N_g and E_g with
     dH_start = N_g dH_end + E_g (dO and Pᵀ dO enter E's columns only)."""
-    i_bg, i_a = tl.program_id(0) // (NMS + ND), tl.program_id(0) % (NMS + ND)
-    i_bh, i_grp = i_bg // NG, i_bg % NG
-    i_b, i_h = i_bh // H, i_bh % H
-    NC = tl.cdiv(T, BT)
-    c0 = i_grp * GROUP
-    c1 = tl.minimum(c0 + GROUP, NC)
-    is_m, o_c, m_c, b_x = _columns(i_a, NMS, S, D, BS, BD)  # b_x [BS, BD]
+    i_bg, i_b, i_h, c0, c1, is_m, o_c, m_c, b_x = _group_program(T, NG, GROUP, H, S, D, BS,
+                                                                  BD, NMS, ND, BT)
     m_v = m_c & (is_m == 0)
     o_i, o_s = tl.arange(0, BT), tl.arange(0, BS)
     m_s = o_s < S
@@ -124,10 +123,7 @@ def _group_bwd_kernel(b, c, g, A, w, do, du, tg, T, NG, GROUP,
         i_c = c1 - 1 - k
         o_t = i_c * BT + o_i
         m_t = o_t < T
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend = _gate_sums(b_g, o_i, BT)
-        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_kh = b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] K̂
+        b_l, b_lend, b_kh = _chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT)
         b_du = _rows(du, row0, o_t, m_t, o_c, m_v, D, H)  # [BT, BD] Pᵀ dO, or 0 for N
         b_du += tl.dot(b_kh, b_x, input_precision=PRECISION)
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
@@ -153,6 +149,21 @@ def _summary(tg, i_bh, i_grp, NG, o_d, m_d, S: tl.constexpr, D: tl.constexpr,
 
 
 @triton.jit
+def _slice(p, i_bh, i_d, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+           BD: tl.constexpr, LOAD: tl.constexpr):
+    """Column block i_d of (b, h)'s (S, D) state: its columns and their mask, the offsets
+    and mask of the [BS, BD] slice, and its start value, p's slice (LOAD) or zero."""
+    o_s, o_d = tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
+    m_d = o_d < D
+    m_h = (o_s < S)[:, None] & m_d[None, :]
+    o_h = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_h = tl.zeros([BS, BD], dtype=tl.float32)
+    if LOAD:
+        b_h += tl.load(p + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+    return o_d, m_d, o_h, m_h, b_h
+
+
+@triton.jit
 def _group_scan_fwd_kernel(tg, h0, hg, ht, NG,
                            S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                            BD: tl.constexpr, ND: tl.constexpr, USE_H0: tl.constexpr,
@@ -160,13 +171,7 @@ def _group_scan_fwd_kernel(tg, h0, hg, ht, NG,
     """Columns [i_d·BD, (i_d+1)·BD) of one (b, h): each group's start state (hg), group by
     group, and the final state (ht)."""
     i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
-    o_s, o_d = tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
-    m_s, m_d = o_s < S, o_d < D
-    m_h = m_s[:, None] & m_d[None, :]
-    o_h = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_h = tl.zeros([BS, BD], dtype=tl.float32)
-    if USE_H0:
-        b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+    o_d, m_d, o_h, m_h, b_h = _slice(h0, i_bh, i_d, S, D, BS, BD, USE_H0)
     for i_grp in range(0, NG):
         tl.store(hg + (i_bh.to(tl.int64) * NG + i_grp) * S * D + o_h, b_h, mask=m_h)
         b_m, b_b = _summary(tg, i_bh, i_grp, NG, o_d, m_d, S, D, BS)
@@ -182,13 +187,7 @@ def _group_scan_bwd_kernel(tg, dht, dhg, dh0, NG,
                            STORE_DH0: tl.constexpr, PRECISION: tl.constexpr):
     """The same right to left: the gradient at each group's end (dhg), and d initial_state."""
     i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
-    o_s, o_d = tl.arange(0, BS), i_d * BD + tl.arange(0, BD)
-    m_s, m_d = o_s < S, o_d < D
-    m_h = m_s[:, None] & m_d[None, :]
-    o_h = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_dh = tl.zeros([BS, BD], dtype=tl.float32)
-    if USE_DHT:
-        b_dh += tl.load(dht + i_bh.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
+    o_d, m_d, o_h, m_h, b_dh = _slice(dht, i_bh, i_d, S, D, BS, BD, USE_DHT)
     for k in range(0, NG):
         i_grp = NG - 1 - k
         tl.store(dhg + (i_bh.to(tl.int64) * NG + i_grp) * S * D + o_h, b_dh, mask=m_h)

@@ -18,7 +18,28 @@ import triton.language as tl
 from hymo_mini.ops.gla.chunk_blocks import _gate_sums
 from hymo_mini.ops.gla.chunk_states import _rows
 
-__all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
+__all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton (_carry and
+#              _chunk_gates are shared with chunk_groups)
+
+
+@triton.jit
+def _chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S: tl.constexpr, H: tl.constexpr,
+                 BT: tl.constexpr):
+    """A chunk's gate sums from its start, l [BT], and over it, l_end, and its K̂ [BT, BS]."""
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_l, b_lend = _gate_sums(b_g, o_i, BT)
+    b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    return b_l, b_lend, b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])
+
+
+@triton.jit
+def _carry(b, g, b_A, b_h, b_u, row0, o_t, m_t, o_i, o_s, m_s, S: tl.constexpr,
+           H: tl.constexpr, BT: tl.constexpr, PRECISION: tl.constexpr):
+    """The state at the chunk's end from the one at its start, b_h [BS, BD], and the
+    chunk's U [BT, BD]: Γ_C ⊙ H + K̂ᵀ U."""
+    _, b_lend, b_kh = _chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT)
+    b_h = b_h * tl.exp(b_lend * b_A)[:, None]
+    return b_h + tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)  # [BS, BD]
 
 
 @triton.jit
@@ -54,12 +75,7 @@ def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T, NG, GROUP,
         b_u -= tl.dot(b_w, b_h, input_precision=PRECISION)  # [BT, BD] U
         tl.store(u + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_u,
                  mask=m_t[:, None] & m_d[None, :])
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend = _gate_sums(b_g, o_i, BT)
-        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_kh = b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] K̂
-        b_h = b_h * tl.exp(b_lend * b_A)[:, None]
-        b_h += tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)  # [BS, BD]
+        b_h = _carry(b, g, b_A, b_h, b_u, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT, PRECISION)
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_h, b_h, mask=m_h)
 
@@ -93,10 +109,7 @@ def _state_bwd_kernel(b, c, g, A, w, do, du, dht, dhs, dh0, T, NG, GROUP,
         tl.store(dhs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_h, b_dh, mask=m_h)
         o_t = i_c * BT + o_i
         m_t = o_t < T
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend = _gate_sums(b_g, o_i, BT)
-        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_kh = b_k * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] K̂
+        b_l, b_lend, b_kh = _chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT)
         p_du = du + (row0 + o_t[:, None] * H) * D + o_d[None, :]  # [BT, BD]
         m_tD = m_t[:, None] & m_d[None, :]
         b_du = tl.load(p_du, mask=m_tD, other=0.0)  # [BT, BD] Pᵀ dO
