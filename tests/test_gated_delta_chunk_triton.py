@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
 from delta_oracle import DEVICE, compare_to_naive, make_leaves
 from gdn_oracle import rel_err
 
@@ -83,13 +84,9 @@ def test_the_passes_over_groups_of_chunks(monkeypatch, chunks, split, shape, kw)
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), state_fwd=cols, state_bwd=cols,
                                           group=dict(chunks=chunks, below=1 << 30)))
     B, T, H, S, D = shape
-    assert gdt._groups(1, triton_cdiv(T, 16)) == (triton_cdiv(triton_cdiv(T, 16), chunks),
+    assert gdt._groups(1, triton.cdiv(T, 16)) == (triton.cdiv(triton.cdiv(T, 16), chunks),
                                                   chunks)
     check(B, T, H, S, D, decay_scale=0.3, **kw)
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def test_groups_only_for_few_programs(monkeypatch):
