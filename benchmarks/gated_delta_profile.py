@@ -15,6 +15,13 @@ few (split, warps, stages) settings, paired so that one profiled run times every
 at one setting of each; the best setting of each kernel is then timed together, and the
 other inverse (INVERSES) at that setting. Every run's output is checked against the first
 setting's (relative RMS below 1e-3). The settings are restored afterwards.
+
+With --group-sweep G1 G2 ... (e.g. 16 32 64 128): for each --group-shapes and --dtypes, the
+chunk-to-chunk passes as one walk (CONFIGS["group"]["below"] = 0) and then over groups of
+each G chunks (forced on whatever the programs), each timed and checked against the walk.
+
+    python3 benchmarks/gated_delta_profile.py --dtypes bfloat16 --no-sweep --group-sweep 32 64 \
+        --group-shapes B1_T16384_H40 B4_T4096_H40
 """
 
 from __future__ import annotations
@@ -209,6 +216,31 @@ def sweep(case, chunks, warps_list, states) -> dict:
     return {"trials": trials, "best_per_chunk": best, "rows_inverse": rows_row}
 
 
+def group_sweep(shapes, dtypes, sizes, device) -> dict:
+    """{shape: {dtype: [{"chunks", "groups", fwd_ms, fwdbwd_ms, rel_vs_walk}]}}: the walk
+    (chunks None) and then each group size in ``sizes`` forced on; CONFIGS["group"] is
+    restored afterwards."""
+    saved, out = copy.deepcopy(gdt.CONFIGS["group"]), {}
+    try:
+        for shape in shapes:
+            T, chunk = parse_shape(shape)[1], gdt.CONFIGS["chunk"]
+            for name in dtypes:
+                case, rows = Case(shape, name, device), []
+                for G in [None, *sizes]:
+                    gdt.CONFIGS["group"] = (dict(chunks=1 << 30, below=0) if G is None
+                                            else dict(chunks=G, below=1 << 30))
+                    row = {"chunks": G, "groups": 1 if G is None else -(-T // chunk // G)}
+                    row.update(case.run())
+                    row.pop("kernels_us", None)
+                    row["rel_vs_walk"] = row.pop("rel_vs_first")
+                    print("  group", shape, name, row, flush=True)
+                    rows.append(row)
+                out.setdefault(shape, {})[name] = rows
+    finally:
+        gdt.CONFIGS["group"] = saved
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", default="B4_T4096_H40")
@@ -225,6 +257,9 @@ def main(argv=None):
     parser.add_argument("--best-out", default=None, help="write the best setting here (JSON)")
     parser.add_argument("--gla-best-out", default=None,
                         help="write the gla change with the least forward + backward (JSON)")
+    parser.add_argument("--group-sweep", nargs="*", type=int, default=[],
+                        help="group sizes (chunks) to time the grouped passes at")
+    parser.add_argument("--group-shapes", nargs="*", default=["B1_T16384_H40"])
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     device = torch.device("cuda")
@@ -251,6 +286,10 @@ def main(argv=None):
             best = min(timed, key=lambda r: r["fwdbwd_ms"])
             Path(args.gla_best_out).write_text(json.dumps(best["change"]))
         print("gla", report["gla"], flush=True)
+        save()
+    if args.group_sweep:
+        report["group_sweep"] = group_sweep(args.group_shapes, args.dtypes, args.group_sweep,
+                                            device)
         save()
     if not args.no_sweep:
         states = [tuple(int(x) for x in s.split(",")) for s in args.states]
