@@ -90,9 +90,9 @@ def test_the_passes_over_groups_of_chunks(monkeypatch, chunks, split, shape, kw)
 
 
 def test_groups_only_for_few_programs(monkeypatch):
-    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE),
-                                          group=dict(chunks=64, below=256)))
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), group=gdt.CONFIGS["group"]))
     assert gdt._groups(80, 1024) == (16, 64)  # one long sequence: 40 heads x 2 blocks
+    assert gdt._groups(160, 512) == (1, 512)  # B = 2, T = 8,192: the one walk
     assert gdt._groups(320, 256) == (1, 256)  # B = 4, T = 4,096: the one walk
     assert gdt._groups(80, 64) == (1, 64)  # no more chunks than one group
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), group=dict(chunks=0, below=9)))

@@ -15,7 +15,8 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
 __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "DELTA_LONG_RUN",
-           "DELTA_LONG_PROFILE", "DELTA_GROUPS_RUN", "delta_entries", "delta_long_profile",
+           "DELTA_LONG_PROFILE", "DELTA_GROUPS_RUN", "DELTA_SIDE_BY_SIDE", "DELTA_GROUP_SWEEP",
+           "delta_entries", "delta_long_profile", "delta_group_sweep_table",
            "MOE_RUN",
            "CONFIG_SWEEP_RUN", "precision_table", "dispatch_table", "delta_peers_table",
            "delta_peak_bytes", "moe_dispatch_table", "config_sweep_table", "GLA_BACKWARD_RUN",
@@ -32,6 +33,13 @@ DELTA_LONG_RUN = "gated_delta_b1t16384_h200_2026-12-02.json"
 DELTA_LONG_PROFILE = "gated_delta_profile_b1t16384_h200_2026-12-02.json"
 # the same shape with the passes over groups of chunks (chunk_groups); chunk_kda not timed
 DELTA_GROUPS_RUN = "gated_delta_groups_h200_2026-12-02.json"
+# every shape and dtype beside chunk_kda on one tree (3bc2e9a), one long sequence with the
+# grouped passes: the runs the peers table and the targets read
+DELTA_SIDE_BY_SIDE = ("gated_delta_b4t4096_side_by_side_h200_2026-12-02.json",
+                      "gated_delta_b1t16384_groups_bf16_h200_2026-12-02.json",
+                      "gated_delta_b1t16384_groups_fp32_h200_2026-12-02.json")
+# the one walk against groups of 16 to 128 chunks at three shapes, same tree
+DELTA_GROUP_SWEEP = "gated_delta_group_sweep_h200_2026-12-02.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
 CONFIG_SWEEP_RUN = "chunk_sweep_h200_2026-11-30.json"
 # the gla kernel's in-chunk backward at a few settings, on the tree of that day (e71a586)
@@ -102,8 +110,7 @@ _PEER_LABELS = {"chunk_triton": "hymo Triton chunk", "chunk_triton_kernel": "  i
                 "fla_chunk_gdr": "fla chunk_gated_delta_rule (one decay per head)"}
 
 
-def delta_entries(runs: tuple[str, ...] = (DELTA_PEERS_RUN, DELTA_BF16_PEERS_RUN,
-                                           DELTA_LONG_RUN)):
+def delta_entries(runs: tuple[str, ...] = DELTA_SIDE_BY_SIDE):
     """(the runs' reports, {shape key: (report, entry)}): each shape from the last run that
     timed fla chunk_kda at it, or else from the last run that has it."""
     reports = [load_result(r, need=("peers",)) for r in runs]
@@ -115,8 +122,7 @@ def delta_entries(runs: tuple[str, ...] = (DELTA_PEERS_RUN, DELTA_BF16_PEERS_RUN
     return reports, picked
 
 
-def delta_peers_table(runs: tuple[str, ...] = (DELTA_PEERS_RUN, DELTA_BF16_PEERS_RUN,
-                                               DELTA_LONG_RUN)) -> CaptionedTable:
+def delta_peers_table(runs: tuple[str, ...] = DELTA_SIDE_BY_SIDE) -> CaptionedTable:
     """The delta rule's backends at each shape of the runs: a shape from the last run that
     timed fla chunk_kda at it (or the last run that has it). Each row: forward, forward +
     backward, peak memory and output error against the fp64 loop, and forward + backward
@@ -244,4 +250,28 @@ def delta_long_profile(run: str = DELTA_LONG_PROFILE, dtype: str = "bfloat16") -
     rows = [{"kernel": k, "us": us} for k, us in times.items()]
     table = TextTable(("launch", "µs"), [(r["kernel"], f"{r['us']:,.0f}") for r in rows],
                       align="lr", title=f"the delta kernel's launches, {report['shape']}, {dtype}")
+    return CaptionedTable(table, run_caption(report), rows)
+
+
+def delta_group_sweep_table(run: str = DELTA_GROUP_SWEEP,
+                            tolerance: float = 1e-3) -> CaptionedTable:
+    """The chunk-to-chunk passes as one walk and over groups of each size, forced on, at each
+    shape and dtype of a ``gated_delta_profile.py --group-sweep`` run: forward and forward +
+    backward time, and whether the output agrees with the walk's (relative RMS within
+    ``tolerance``)."""
+    report = load_result(run, need=("group_sweep",))
+    rows = []
+    for shape, by_dtype in report["group_sweep"].items():
+        B, T = (int(part[1:]) for part in shape.split("_")[:2])
+        for dtype, trials in by_dtype.items():
+            walk = trials[0]["fwdbwd_ms"]
+            rows += [{"B": B, "T": T, "dtype": dtype, **t, "vs_walk": t["fwdbwd_ms"] / walk,
+                      "agrees": t["rel_vs_walk"] <= tolerance} for t in trials]
+    table = TextTable(
+        ("B × T", "dtype", "chunks a group", "groups", "fwd ms", "fwd+bwd ms", "f+b / walk",
+         f"agrees with the walk (≤ {tolerance:g})"),
+        [(f"{r['B']} × {r['T']:,}", r["dtype"], str(r["chunks"] or "one walk"), str(r["groups"]),
+          f"{r['fwd_ms']:.2f}", f"{r['fwdbwd_ms']:.2f}", f"{r['vs_walk']:.2f}",
+          "yes" if r["agrees"] else "no") for r in rows],
+        align="llrrrrrl", title="the delta kernel's chunk-to-chunk passes: one walk or groups")
     return CaptionedTable(table, run_caption(report), rows)

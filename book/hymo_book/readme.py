@@ -20,11 +20,11 @@ from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
 from hymo_book.fsdp import load_fsdp  # noqa: E402
 from hymo_book.index import _title_and_summary  # noqa: E402
 from hymo_book.kernel_runs import (  # noqa: E402
-    DELTA_BF16_PEERS_RUN,
-    DELTA_GROUPS_RUN,
     DELTA_LONG_RUN,
     DELTA_PEERS_RUN,
+    DELTA_SIDE_BY_SIDE,
     GATED_DELTA_RUN,
+    delta_entries,
 )
 from hymo_book.markers import rewrite_sections  # noqa: E402
 from hymo_book.mqar_plots import load_seeds, seeds_learned  # noqa: E402
@@ -100,38 +100,35 @@ def _precision_text(delta: dict) -> list[str]:
             "in the output."]
 
 
-def _delta_text(delta: dict, bf16_run: dict, long_run: dict | None = None,
-                groups_run: dict | None = None) -> list[str]:
-    res = delta["peers"]["B4_T4096_H40_float32"]["results"]
-    ours, peer, tf = res["chunk_triton"], res["fla_chunk_kda"], res["chunk_triton_kernel_tf32"]
-    ratio = ours["fwdbwd_ms"] / peer["fwdbwd_ms"]
-    low = bf16_run["peers"]["B4_T4096_H40_bfloat16"]["results"]
-    bf16, kda16 = low["chunk_triton"], low["fla_chunk_kda"]
-    text = (f"**The true gated delta rule**: the chunked kernel against fla's `chunk_kda` (the "
-            f"same rule) at B = 4, T = 4,096, fp32 ({delta['file']}): hymo "
-            f"{_ms(ours['fwd_ms'])} forward, {_ms(ours['fwdbwd_ms'])} forward + backward, "
-            f"{_n(ours['peak_mib'])} MiB peak with fp32-grade products; fla "
-            f"{_ms(peer['fwd_ms'])}, {_ms(peer['fwdbwd_ms'])}, {_n(peer['peak_mib'])} MiB. "
-            f"Forward + backward {ratio:.2f}× fla's (the target: at most 0.8×); with TF32 "
-            f"products {_ms(tf['fwd_ms'])} / {_ms(tf['fwdbwd_ms'])}.")
-    text += (f" bf16 ({bf16_run['file']}): hymo {_ms(bf16['fwd_ms'])} / "
-             f"{_ms(bf16['fwdbwd_ms'])}, {_n(bf16['peak_mib'])} MiB; fla "
-             f"{_ms(kda16['fwd_ms'])} / {_ms(kda16['fwdbwd_ms'])}, {_n(kda16['peak_mib'])} MiB: "
-             f"{bf16['fwdbwd_ms'] / kda16['fwdbwd_ms']:.2f}× fla's forward + backward.")
-    if long_run is not None:
-        one = long_run["peers"]["B1_T16384_H40_bfloat16"]["results"]
-        ours16, kda_l = one["chunk_triton"], one["fla_chunk_kda"]
-        text += (f" One sequence of T = 16,384, bf16 ({long_run['file']}): hymo "
-                 f"{_ms(ours16['fwd_ms'])} / {_ms(ours16['fwdbwd_ms'])}; fla "
-                 f"{_ms(kda_l['fwd_ms'])} / {_ms(kda_l['fwdbwd_ms'])}: "
-                 f"{ours16['fwdbwd_ms'] / kda_l['fwdbwd_ms']:.2f}×, slower, as the sequential "
-                 "pass over the chunks then has too few programs to fill the GPU (chapter 21).")
-    if groups_run is not None:
-        mine = groups_run["peers"]["B1_T16384_H40_bfloat16"]["results"]["chunk_triton"]
-        text += (f" With that pass split over groups of chunks ({groups_run['file']}): "
-                 f"{_ms(mine['fwd_ms'])} / {_ms(mine['fwdbwd_ms'])}, in a run that ended "
-                 "before fla's was timed beside it.")
-    return [text]
+def _delta_text(tuned: dict, runs: tuple[str, ...], walk_run: dict) -> list[str]:
+    """The delta rule beside chunk_kda at every shape of the side-by-side ``runs`` (a table),
+    TF32 from the tuned kernel's first run, and the single walk on one long sequence."""
+    _, picked = delta_entries(runs)
+    lines = ["**The true gated delta rule**: the chunked kernel beside fla's `chunk_kda` (the same "
+             "rule), H = 40, S = D = 32, fp32-grade products for fp32 inputs, each shape in one "
+             f"run ({', '.join(runs)}; one tree):", "",
+             "| B, T, dtype | hymo: fwd / fwd+bwd / peak | fla `chunk_kda` | fwd+bwd ratio | "
+             "peak ratio |", "|---|---|---|---|---|"]
+    for _, entry in picked.values():
+        ours, kda = entry["results"]["chunk_triton"], entry["results"]["fla_chunk_kda"]
+        dtype = {"float32": "fp32", "bfloat16": "bf16"}.get(entry["dtype"], entry["dtype"])
+        cells = [f"{_ms(r['fwd_ms'])} / {_ms(r['fwdbwd_ms'])} / {_n(r['peak_mib'])} MiB"
+                 for r in (ours, kda)]
+        lines.append(f"| {entry['B']}, {entry['T']:,}, {dtype} | {cells[0]} | {cells[1]} | "
+                     f"{ours['fwdbwd_ms'] / kda['fwdbwd_ms']:.3f} | "
+                     f"{ours['peak_mib'] / kda['peak_mib']:.2f} |")
+    res = tuned["peers"]["B4_T4096_H40_float32"]["results"]
+    tf, kda = res["chunk_triton_kernel_tf32"], res["fla_chunk_kda"]
+    one = walk_run["peers"]["B1_T16384_H40_bfloat16"]["results"]
+    walk = one["chunk_triton"]["fwdbwd_ms"] / one["fla_chunk_kda"]["fwdbwd_ms"]
+    lines += ["", "The target is at most 0.8× `chunk_kda`'s forward + backward. With TF32 products "
+              f"(the opt-in) at B = 4 in fp32, {_ms(tf['fwd_ms'])} / {_ms(tf['fwdbwd_ms'])}: "
+              f"{tf['fwdbwd_ms'] / kda['fwdbwd_ms']:.2f}× ({tuned['file']}). On one sequence of "
+              "T = 16,384 the chunk-to-chunk passes now run over groups of chunks; as one walk "
+              f"they took {walk:.2f}× "
+              f"`chunk_kda`'s forward + backward ({walk_run['file']}): too few programs to fill "
+              "the GPU (chapter 21)."]
+    return ["\n".join(lines)]
 
 
 def _gla_table(gdn: dict) -> list[str]:
@@ -212,10 +209,8 @@ def measured_section() -> str:
               "fp32-grade products (\"tf32x3\") by default.", ""]
     lines += _gla_table(gdn) + [""] + _precision_text(delta) + [""]
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
-    bf16_run = load_result(DELTA_BF16_PEERS_RUN, need=("peers",))
     long_run = load_result(DELTA_LONG_RUN, need=("peers",))
-    groups_run = load_result(DELTA_GROUPS_RUN, need=("peers",))
-    lines += _delta_text(tuned, bf16_run, long_run, groups_run) + [""] + _recurrent_text(rec)
+    lines += _delta_text(tuned, DELTA_SIDE_BY_SIDE, long_run) + [""] + _recurrent_text(rec)
     lines += [""]
     lines += ["![GDN kernel benchmark](figures/gdn_benchmark.png)", ""]
     lines += _fsdp_text(load_fsdp()) + [""]

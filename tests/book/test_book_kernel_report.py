@@ -71,18 +71,35 @@ def test_precision_and_dispatch_tables_read_the_run():
     assert "gated_delta_h200_2026-12-01.json" in precision.caption
 
 
-def test_delta_peers_read_the_tuned_run_and_mark_refused_backwards():
+def test_delta_peers_read_the_side_by_side_runs():
     peers = kn.delta_peers_table()
     files = {(r["T"], r["dtype"]): r["file"] for r in peers.rows}
-    # the fp32 shape stays the tuned run's: the later run's fp32 case has no chunk_kda
-    assert files == {(4096, "float32"): kn.DELTA_PEERS_RUN,
-                     (4096, "bfloat16"): kn.DELTA_BF16_PEERS_RUN,
-                     (16384, "bfloat16"): kn.DELTA_LONG_RUN}
+    b4, b1_bf16, b1_fp32 = kn.DELTA_SIDE_BY_SIDE
+    assert files == {(4096, "float32"): b4, (4096, "bfloat16"): b4,
+                     (16384, "bfloat16"): b1_bf16, (16384, "float32"): b1_fp32}
     rows = {(r["T"], r["dtype"], r["backend"]): r for r in peers.rows}
     for T, dtype in files:  # the peer ran at every shape shown
         assert rows[(T, dtype, "fla_chunk_kda")]["vs_kda"] == pytest.approx(1.0)
+    # one tree for all of them
+    commits = {results.load_result(f)["environment"]["git_commit"] for f in files.values()}
+    assert len(commits) == 1
+
+
+def test_a_refused_backward_reads_raised():
+    peers = kn.delta_peers_table((kn.DELTA_PEERS_RUN,))
+    rows = {(r["T"], r["dtype"], r["backend"]): r for r in peers.rows}
     assert rows[(4096, "float32", "fla_chunk_gdr")]["vs_kda"] is None  # its backward raised
     assert "raised" in str(peers.table)
+
+
+def test_the_group_sweep_table_reads_every_trial():
+    sweep = kn.delta_group_sweep_table()
+    report = results.load_result(kn.DELTA_GROUP_SWEEP)
+    assert len(sweep.rows) == sum(len(t) for d in report["group_sweep"].values()
+                                  for t in d.values())
+    walks = [r for r in sweep.rows if r["chunks"] is None]
+    assert walks and all(r["vs_walk"] == 1.0 and r["groups"] == 1 for r in walks)
+    assert {r["B"] for r in sweep.rows} == {1, 2, 4}
 
 
 @pytest.mark.parametrize("dtype, itemsize", [("float32", 4), ("bfloat16", 2)])

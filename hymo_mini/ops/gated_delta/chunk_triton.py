@@ -106,8 +106,11 @@ CONFIGS = {"chunk": 16, "inverse": "levels",
            "state_fwd": dict(split=16, num_warps=2, num_stages=3),
            "state_bwd": dict(split=16, num_warps=2, num_stages=3),
            # the chunk-to-chunk passes over groups of "chunks" chunks (chunk_groups) when a
-           # walk would have fewer than "below" programs (one long sequence: B·H·2 for D = 32)
-           "group": dict(chunks=64, below=256)}
+           # walk would have fewer than "below" programs (one long sequence: B·H·2 for D = 32),
+           # too few to fill an H200's 132 SMs; at 160 programs (B = 2, T = 8,192) the walk
+           # was as fast in bf16 and faster in fp32
+           # (book/results/gated_delta_group_sweep_h200_2026-12-02.json)
+           "group": dict(chunks=64, below=128)}
 # Per-kernel settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per
 # dot, 16-bit loads), from a bf16 sweep on the H200
 # (book/results/gated_delta_profile_bf16_h200_2026-12-02.json); fp32's three-pass products
