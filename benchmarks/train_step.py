@@ -18,11 +18,12 @@ union of kernel intervals over the profiled wall time), and where the kernel tim
 (step_profile.py). Cases, in this order (the run stops starting new ones after
 ``--budget-s``; results are written after every case, so a run cut short keeps them):
 
-    checks                 the chunked loss and the compiled GDN and MLA blocks against
-                           their oracles
-    hybrid_fast_*          loss_impl chunked, gdn_impl and mla_impl compiled, moe_impl auto;
-                           fused AdamW
-    hybrid_reference_*     the reference path: plain loss, eager GDN and MLA blocks, loop MoE
+    checks                 the chunked loss, the compiled GDN and MLA blocks and the MoE's
+                           compiled activation against their oracles
+    hybrid_fast_*          loss_impl chunked, gdn_impl, mla_impl and swiglu_impl compiled,
+                           moe_impl auto; fused AdamW
+    hybrid_reference_*     the reference path: plain loss, eager GDN and MLA blocks and
+                           activation, loop MoE
     llama_sdpa_*, fla_gla_*   the peers (fla last: its kernels autotune on first call)
     *_muon, *_eager_gdn    the Muon split; the fast path with the eager GDN block
     *_eager_mla            the fast path with the eager MLA attention
@@ -66,15 +67,18 @@ from benchmarks.train_step_cases import (  # noqa: E402
     check_gdn_block,
     check_loss,
     check_mla_block,
+    check_moe,
 )
-from hymo_mini import blocks  # noqa: E402
+from hymo_mini import compiling  # noqa: E402
 from hymo_mini.ops.gla import chunk_triton as gla_chunk  # noqa: E402
 
 PEERS_PACKAGES = (  # versions recorded beside torch and Triton: the peers and their needs
     "transformers", "fla-core", "flash-linear-attention", "einops")
 PEAK_TFLOPS = 790.0  # one H200, dense bf16, measured (device notes); MFU is against this
-FAST = dict(loss_impl="chunked", gdn_impl="compiled", mla_impl="compiled", moe_impl="auto")
-REFERENCE = dict(loss_impl="plain", gdn_impl="eager", mla_impl="eager", moe_impl="loop")
+FAST = dict(loss_impl="chunked", gdn_impl="compiled", mla_impl="compiled", moe_impl="auto",
+            swiglu_impl="compiled")
+REFERENCE = dict(loss_impl="plain", gdn_impl="eager", mla_impl="eager", moe_impl="loop",
+                 swiglu_impl="eager")
 STACKS = {"hybrid": 4, "gdn": 0, "mla": 1}  # mla_every
 SHAPES = {"b4t4096": (4, 4096), "b1t16384": (1, 16384)}
 
@@ -245,7 +249,7 @@ def main(argv=None) -> int:
     args.steps = args.steps or (3 if quick else 6)
     args.profile_steps = 1 if quick and args.profile_steps is None else (args.profile_steps or 2)
     if args.smoke:
-        blocks.COMPILE_BACKEND = "aot_eager"  # no code generation on a CPU check
+        compiling.COMPILE_BACKEND = "aot_eager"  # no code generation on a CPU check
     head = record.header(args.device, __file__, argv, packages=PEERS_PACKAGES)
     default = f"train_step_{'h200' if args.device == 'cuda' else 'cpu'}_{head['date'][:10]}.json"
     out = Path(args.out or Path(os.environ.get("OUT", ROOT / "book" / "results")) / default)
@@ -263,7 +267,7 @@ def main(argv=None) -> int:
         out.write_text(json.dumps(report, indent=1, default=str))
 
     for name, check in (("loss", check_loss), ("gdn_block", check_gdn_block),
-                        ("mla_block", check_mla_block)):
+                        ("mla_block", check_mla_block), ("moe", check_moe)):
         if args.cases is None or "checks" in args.cases:
             report["checks"][name] = attempt(lambda c=check: c(args.device) if not args.smoke
                                              else _smoke_check(c, args.device))

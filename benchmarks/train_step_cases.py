@@ -21,6 +21,7 @@ from hymo_mini.config import ModelConfig, OptimizerConfig, load_config
 from hymo_mini.flops import forward_flops
 from hymo_mini.loss import linear_softcap_cross_entropy, plain_softcap_cross_entropy
 from hymo_mini.model import HyMo, build_hymo
+from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.optim import build_optimizer, optimizer_groups
 from hymo_mini.params import count_params
 
@@ -90,7 +91,7 @@ def build_hymo_case(preset, B, T, switches, optimizer, device) -> Built:
     active = count_params(config).active
     info = {"config": {k: getattr(config, k) for k in
                        ("mla_every", "loss_impl", "gdn_impl", "mla_impl", "gdn_backend",
-                        "moe_impl")
+                        "moe_impl", "swiglu_impl")
                        if hasattr(config, k)},
             "optimizer": "fused AdamW" if optimizer == "adamw" else
             f"Muon split (MuonAdamW, normuon={opt_config.normuon})",
@@ -219,7 +220,21 @@ def check_mla_block(device, B=4, T=4096, reps=5) -> dict:
     return _check_block(MLABlock, device, B, T, reps)
 
 
-def _check_block(kind, device, B, T, reps) -> dict:
+def check_moe(device, B=4, T=4096, reps=5) -> dict:
+    """One hymo_750m MoE layer (the grouped dispatch on sm90), its experts' activation
+    (swiglu_impl) eager against compiled, routed and shared experts alike."""
+    def set_impl(moe, impl):
+        moe.config = replace(moe.config, swiglu_impl=impl)
+        for shared in moe.shared_experts:
+            shared.impl = impl
+    return _check_block(DeepSeekMoE, device, B, T, reps, set_impl)
+
+
+def _set_block_impl(block, impl):
+    block.impl = impl
+
+
+def _check_block(kind, device, B, T, reps, set_impl=_set_block_impl) -> dict:
     config = replace(load_config("hymo_750m").model, max_seq_len=T)
     torch.manual_seed(0)
     with torch.device(device):
@@ -229,7 +244,7 @@ def _check_block(kind, device, B, T, reps) -> dict:
     params = [x, *(p for p in block.parameters() if p.requires_grad)]
     out, ref = {"shape": f"B={B}, T={T}, bf16 autocast"}, None
     for impl in ("eager", "compiled"):
-        block.impl = impl
+        set_impl(block, impl)
         t0 = time.perf_counter()
 
         def run():

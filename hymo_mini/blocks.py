@@ -44,28 +44,20 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from hymo_mini.compiling import compiled_forward, runs_compiled
 from hymo_mini.config import ModelConfig
 from hymo_mini.gdn import GatedDeltaNet, recurrence
 from hymo_mini.mla import MultiHeadLatentAttention
-from hymo_mini.model_config import GDN_IMPLS
 from hymo_mini.moe import DeepSeekMoE
 
 __all__ = ["MLABlock", "GDNBlock", "sublayers", "gdn_block_forward", "compiled_gdn_forward",
-           "mla_attention_forward", "compiled_forward", "COMPILE_BACKEND"]
-
-COMPILE_BACKEND = "inductor"  # torch.compile's backend for gdn_impl; tests use "aot_eager"
-_COMPILED: dict = {}  # (function name, backend) -> the compiled function
+           "mla_attention_forward", "compiled_forward"]
 
 
 def _runs_compiled(block: nn.Module, x: torch.Tensor, field: str) -> bool:
     """Whether this call runs compiled: ``block.impl`` (the config's ``field``) is
-    "compiled", or "auto" while training (grad enabled, training mode) on a CUDA GPU."""
-    if block.impl not in GDN_IMPLS:
-        raise ValueError(f"{field} must be one of {', '.join(map(repr, GDN_IMPLS))}, "
-                         f"got {block.impl!r}")
-    if block.impl == "auto":
-        return x.is_cuda and block.training and torch.is_grad_enabled()
-    return block.impl == "compiled"
+    "compiled", or "auto" while training on a CUDA GPU (``hymo_mini.compiling``)."""
+    return runs_compiled(block.impl, x, block.training, field)
 
 
 class MLABlock(nn.Module):
@@ -155,17 +147,6 @@ def mla_attention_forward(block: MLABlock, x: torch.Tensor, start_pos: int = 0):
     calls."""
     x = x + block.attn(block.attn_norm(x), start_pos)  # (b, t, dim)
     return x, block.moe_norm(x)
-
-
-def compiled_forward(fn, backend: str | None = None):
-    """``torch.compile(fn)`` for ``backend`` (default ``COMPILE_BACKEND``), made once and
-    shared by every block of its kind. Static shapes: a training run has one (B, T), and
-    each new one compiles once (rather than to kernels for any shape after the second)."""
-    backend = backend or COMPILE_BACKEND
-    key = (fn.__name__, backend)
-    if key not in _COMPILED:
-        _COMPILED[key] = torch.compile(fn, backend=backend, dynamic=False)
-    return _COMPILED[key]
 
 
 def compiled_gdn_forward(backend: str | None = None):

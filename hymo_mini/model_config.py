@@ -20,6 +20,7 @@ __all__ = ["ConfigError", "ModelConfig", "did_you_mean", "GDN_IMPLS"]
 
 GDN_IMPLS = ("auto", "eager", "compiled")  # ModelConfig.gdn_impl: see hymo_mini.blocks
 MLA_IMPLS = GDN_IMPLS  # ModelConfig.mla_impl: the same three, for the attention sublayer
+SWIGLU_IMPLS = GDN_IMPLS  # ModelConfig.swiglu_impl: the same three, for the experts' activation
 
 
 class ConfigError(ValueError):
@@ -112,6 +113,7 @@ class ModelConfig:
     load_deadband: float = 0.05  # no bias change while load is within ±5% of uniform
     bias_update_rate: float = 0.001  # step of the aux-loss-free routing bias (ours)
     moe_impl: str = "auto"  # "loop" | "grouped" | "padded" | "auto": see hymo_mini.moe_dispatch
+    swiglu_impl: str = "auto"  # the experts' silu(a) * b: "eager" | "compiled" | "auto" (ffn)
 
     # MTP (section 9)
     mtp_depth: int = 2
@@ -173,6 +175,7 @@ class ModelConfig:
         _one_of(self.loss_impl, f"{name}.loss_impl", LOSS_IMPLS)
         _one_of(self.gdn_impl, f"{name}.gdn_impl", GDN_IMPLS)
         _one_of(self.mla_impl, f"{name}.mla_impl", MLA_IMPLS)
+        _one_of(self.swiglu_impl, f"{name}.swiglu_impl", SWIGLU_IMPLS)
         _require(self.n_activated_experts <= self.n_routed_experts, f"{name}.n_activated_experts",
                  f"top-k={self.n_activated_experts} cannot exceed "
                  f"n_routed_experts={self.n_routed_experts}")

@@ -67,7 +67,7 @@ from einops import rearrange
 from torch import nn
 
 from hymo_mini.config import ModelConfig
-from hymo_mini.ffn import SwiGLU, swiglu_param_count
+from hymo_mini.ffn import SwiGLU, activation_for, swiglu_param_count
 from hymo_mini.moe_dispatch import (
     RoutedExperts,
     compute_dtype,
@@ -117,7 +117,8 @@ class DeepSeekMoE(nn.Module):
         self.top_k = config.n_activated_experts
         self.experts = RoutedExperts(self.n_routed, config.dim, config.moe_inter_dim)
         self.shared_experts = nn.ModuleList(
-            SwiGLU(config.dim, config.moe_inter_dim) for _ in range(config.n_shared_experts))
+            SwiGLU(config.dim, config.moe_inter_dim, config.swiglu_impl)
+            for _ in range(config.n_shared_experts))
         self.gate = nn.Linear(config.dim, self.n_routed, bias=False)
         nn.init.normal_(self.gate.weight, mean=0.0, std=config.router_init_std)
         E = self.n_routed
@@ -163,12 +164,13 @@ class DeepSeekMoE(nn.Module):
         shape = x.shape
         x = x.reshape(-1, self.dim)  # (n, dim)
         impl = resolve_impl(self.config.moe_impl, x, self.experts)
+        act = activation_for(self.config.swiglu_impl, x, self.training)
         if impl == "loop":
             out = self.routed_loop(x, routing)
         elif impl == "grouped":
-            out = routed_grouped(x, routing, self.experts)
+            out = routed_grouped(x, routing, self.experts, act=act)
         else:
-            out = routed_padded(x, routing, self.experts)
+            out = routed_padded(x, routing, self.experts, act=act)
         for shared in self.shared_experts:
             out = out + shared(x)  # every token
         self._record(routing)

@@ -49,6 +49,8 @@ from einops import einsum, rearrange
 from torch import nn
 from torch.utils.flop_counter import flop_registry, register_flop_formula
 
+from hymo_mini.ffn import swiglu_activation
+
 __all__ = [
     "MOE_IMPLS",
     "RoutedExperts",
@@ -270,17 +272,18 @@ class _Rebuilt:
 
 
 def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
-                   recompute: bool = True) -> torch.Tensor:
+                   recompute: bool = True, act=swiglu_activation) -> torch.Tensor:
     """The routed experts' output (n, dim) for x (n, dim) with ``torch._grouped_mm``: the
     assignments in expert order, one group of rows per expert.
 
     With ``recompute``, the backward recomputes five kinds of tensor instead of keeping
     them from the forward: the rows gathered from x (which the router keeps anyway), the
     weights cast to the compute dtype (under autocast, as large as the experts' bf16
-    parameters), SiLU(x W1), the SwiGLU product and the output rows put back in token
+    parameters), the SwiGLU product silu(x W1) * x W3 and the output rows put back in token
     order. Each is a copy or element-wise work from tensors the backward keeps anyway,
     cheap against the products; what stays is x W1, x W3 and the products' output. The
-    numbers are the same either way."""
+    numbers are the same either way. ``act`` computes silu(a) * b (eager or compiled,
+    ``hymo_mini.ffn.activation_for``)."""
     n = x.shape[0]
     dtype = compute_dtype(x)
     rows = routing.by_expert  # (k*n,) choice-major assignment ids, sorted by expert
@@ -298,8 +301,12 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
                                     lambda w=w: w.to(dtype).transpose(1, 2), w)
                       for w in (experts.w1, experts.w3, experts.w2))  # (e, in, out)
         h1, h3 = torch._grouped_mm(xs, w1, offs=ends), torch._grouped_mm(xs, w3, offs=ends)
-        a = saved.rebuild(F.silu(h1), lambda: F.silu(h1), h1)  # (k*n, inter)
-        h = saved.rebuild(a * h3, lambda: F.silu(h1) * h3, h1, h3)
+        if act is swiglu_activation:  # eager: SiLU(h1) and the product both rebuilt
+            a = saved.rebuild(F.silu(h1), lambda: F.silu(h1), h1)  # (k*n, inter)
+            h = saved.rebuild(a * h3, lambda: F.silu(h1) * h3, h1, h3)
+        else:  # compiled: one kernel, whose backward keeps h1 and h3 alone; the product is
+            # rebuilt eagerly (the closure runs inside the backward)
+            h = saved.rebuild(act(h1, h3), lambda: swiglu_activation(h1, h3), h1, h3)
         y = torch._grouped_mm(h, w2, offs=ends)  # (k*n, inter) -> (k*n, dim), expert order
 
         def unsort():  # back to choice-major (k*n, dim), as (n, k, dim)
@@ -309,10 +316,11 @@ def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
         return _weighted_sum(saved.rebuild(unsort(), unsort, y), routing)  # (n, dim)
 
 
-def routed_padded(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Tensor:
+def routed_padded(x: torch.Tensor, routing, experts: RoutedExperts, *,
+                  act=swiglu_activation) -> torch.Tensor:
     """The routed experts' output (n, dim) for x (n, dim) as one batched matrix multiply
     over (e, C, dim): assignment (token, choice) kept at queue position p of expert e
-    fills slot (e, p); empty slots are zero."""
+    fills slot (e, p); empty slots are zero. ``act`` computes silu(a) * b."""
     n, k = routing.indices.shape
     E, dim = experts.n_experts, experts.dim
     C = min(routing.capacity, n)  # top-k picks distinct experts: never more than n each
@@ -326,8 +334,8 @@ def routed_padded(x: torch.Tensor, routing, experts: RoutedExperts) -> torch.Ten
     slots = xs.new_zeros(E * C + 1, dim).index_add(0, slot, xs)  # (E*C + 1, dim)
     slots = rearrange(slots[:E * C], "(e c) d -> e c d", e=E)  # (e, C, dim)
     w1, w3, w2 = (w.to(dtype) for w in (experts.w1, experts.w3, experts.w2))
-    h = (F.silu(einsum(slots, w1, "e c d, e i d -> e c i"))
-         * einsum(slots, w3, "e c d, e i d -> e c i"))  # (e, C, inter)
+    h = act(einsum(slots, w1, "e c d, e i d -> e c i"),
+            einsum(slots, w3, "e c d, e i d -> e c i"))  # (e, C, inter)
     y = rearrange(einsum(h, w2, "e c i, e d i -> e c d"), "e c d -> (e c) d")  # (E*C, dim)
     y = torch.cat([y, y.new_zeros(1, dim)]).index_select(0, slot)  # (k*n, dim); dropped: 0
     return _combine(y, routing)

@@ -11,11 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import train_step  # noqa: E402
-from hymo_mini import blocks  # noqa: E402
+from hymo_mini import compiling  # noqa: E402
 
 
 def test_smoke_run_writes_the_report(tmp_path, monkeypatch):
-    monkeypatch.setattr(blocks, "COMPILE_BACKEND", "aot_eager")  # main sets it; restored after
+    monkeypatch.setattr(compiling, "COMPILE_BACKEND", "aot_eager")  # main sets it; restored after
     out = tmp_path / "step.json"
     cases = ["hybrid_fast_eager_gdn_b4t4096", "hybrid_reference_b4t4096", "no_such_case"]
     assert train_step.main(["--device", "cpu", "--smoke", "--cases", *cases, "--warmup", "1",

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from hymo_mini import blocks
+from hymo_mini import compiling
 from hymo_mini.blocks import GDNBlock
 from hymo_mini.config import ConfigError, ModelConfig, load_config, replace
 from hymo_mini.model import build_hymo
@@ -38,7 +38,7 @@ def assert_same(got_loss, got, ref_loss, ref):
 
 @pytest.fixture
 def aot_eager(monkeypatch):
-    monkeypatch.setattr(blocks, "COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(compiling, "COMPILE_BACKEND", "aot_eager")
     torch._dynamo.reset()
     counters.clear()
     yield

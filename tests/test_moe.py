@@ -10,12 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._dynamo.utils import counters
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from hymo_mini import moe_dispatch
+from hymo_mini import compiling, moe_dispatch
 from hymo_mini.config import ConfigError, ModelConfig, load_config
-from hymo_mini.ffn import SwiGLU, swiglu_param_count
+from hymo_mini.ffn import SwiGLU, activation_for, swiglu_activation, swiglu_param_count
 from hymo_mini.model import build_hymo
 from hymo_mini.moe import DeepSeekMoE, moe_param_counts
 from hymo_mini.moe_dispatch import RoutedExperts, queue_positions, resolve_impl, swiglu
@@ -412,6 +413,54 @@ def test_grouped_path_flops_match_the_loop_when_nothing_is_dropped(config):
         return counter.get_total_flops()
 
     assert count("grouped") == count("loop") > 0
+
+
+# ---- the compiled activation (swiglu_impl) ------------------------------------------------
+@pytest.fixture
+def aot_eager(monkeypatch):
+    monkeypatch.setattr(compiling, "COMPILE_BACKEND", "aot_eager")
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def with_swiglu(moe: DeepSeekMoE, impl: str) -> DeepSeekMoE:
+    """A copy of ``moe`` whose experts (routed and shared) take ``swiglu_impl=impl``."""
+    other = copy.deepcopy(moe)
+    other.config = replace(other.config, swiglu_impl=impl)
+    for shared in other.shared_experts:
+        shared.impl = impl
+    return other
+
+
+@pytest.mark.parametrize("impl", FAST)
+@pytest.mark.parametrize("autocast", [False, True])
+def test_compiled_activation_equals_eager(config, aot_eager, impl, autocast):
+    """swiglu_impl="compiled" (traced and differentiated by aot_eager, as inductor would)
+    against the eager activation: output and every gradient, with drops."""
+    moe = with_impl(decisive(config, 0.3), impl)
+    x, grad = torch.randn(3, 11, config.dim), torch.randn(3, 11, config.dim)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        y_ref, g_ref = run(with_swiglu(moe, "eager"), x, grad)
+        counters.clear()
+        y, g = run(with_swiglu(moe, "compiled"), x, grad)
+    assert counters["stats"]["unique_graphs"] >= 1 and not counters["graph_break"]
+    assert y.dtype == y_ref.dtype
+    assert rel_err(y, y_ref) < (1e-2 if autocast else 1e-6)
+    assert g.keys() == g_ref.keys()
+    for name, ref in g_ref.items():
+        if ref.abs().sum() > 0:
+            assert rel_err(g[name], ref) < (2e-2 if autocast else 1e-5), name
+
+
+def test_swiglu_impl_choice(config):
+    x = torch.randn(4, config.dim)
+    assert activation_for("auto", x, training=True) is swiglu_activation  # no GPU: eager
+    assert activation_for("compiled", x, training=False) is not swiglu_activation
+    with pytest.raises(ConfigError, match="swiglu_impl.*'auto', 'eager', 'compiled'"):
+        replace(config, swiglu_impl="fused")
+    with pytest.raises(ValueError, match="swiglu_impl must be one of"):
+        activation_for("Eager", x, training=True)
 
 
 # ---- choosing the path ------------------------------------------------------------------
