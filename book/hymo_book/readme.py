@@ -77,10 +77,14 @@ def _step_text(step: dict) -> list[str]:
     lower = all(p["mfu"] < h["mfu"] for p in peers)
     why = (f"both peers do fewer FLOPs per token than hymo_750m ({depth} MTP depths, each with "
            f"a full-vocabulary head){', at a lower MFU' if lower else ''}. " if fewer else "")
+    g = c["fla_gla_b4t4096"]
+    why += (f"fla GLA's step waits on the host (GPU busy {100 * g['busy_share']:.0f}%): its "
+            f"kernels take {g['profile']['kernel_ms_per_step']:.0f} ms a step, hymo's "
+            f"{h['profile']['kernel_ms_per_step']:.0f}. ")
     return [
         f"The fast path is {fast / ref:.2f}× the reference path (3× was the aim), "
         f"{fast / llama:.2f}× Llama's tokens/s and {fast / gla:.2f}× fla GLA's; " + why
-        + "Its peak "
+        + "The fast path's peak "
         f"of {peak:.1f} GiB is {'within' if peak <= 40 else 'above'} the 40 GiB aimed for. "
         "At T = 16,384 (B = 1) "
         f"the hybrid's {_n(long_h)} tokens/s are {long_h / long_m:.2f}× the all-MLA stack's "
@@ -197,9 +201,10 @@ def measured_section() -> str:
              "`python3 book/hymo_book/readme.py` writes it.", "",
              f"**The whole training step** ({step['file']}, `python3 benchmarks/train_step.py`): "
              "`hymo_750m`, bf16 autocast over fp32 weights, fused AdamW, B = 4, T = 4,096; the "
-             "fast path is the grouped MoE dispatch, the compiled GDN block and MLA attention and "
-             "the chunked loss, the reference path the loop over experts, the eager blocks and "
-             "the plain loss; both peers in the same run.", ""]
+             "fast path is the grouped MoE dispatch, the compiled GDN block, MLA attention and "
+             "experts' activation and the chunked loss, the reference path the loop over "
+             "experts, the eager blocks and activation and the plain loss; both peers in the "
+             "same run.", ""]
     lines += _step_table(step) + [""] + _step_text(step) + [""]
     gdn = load_result("gdn_h200_2026-11-30.json", need=("shapes",))
     rec = load_result("gdn_recurrent_h200_2026-11-30.json", need=("shapes",))

@@ -26,18 +26,22 @@ from hymo_mini.viz.train_plots import loss_curve
 __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
            "case_config", "model_flops_per_token", "train_step_table", "targets_table",
            "cost_model_table", "step_profile_figure", "COMPONENTS", "FIGURES",
-           "MEMORY_RUNS", "TRAIN_STEP_EARLIER", "freed_bytes", "memory_table",
+           "MEMORY_RUNS", "TRAIN_STEP_EARLIER", "TRAIN_STEP_PREVIOUS", "freed_bytes",
+           "memory_table",
            "latest_targets_table", "busy_valid", "invalid_busy_cases"]
 
-TRAIN_STEP = "train_step_all_h200_2026-12-02.json"  # every case but the two below, one run
+TRAIN_STEP = "train_step_all_h200_2026-12-02b.json"  # every case but the two below, one run
 TRAIN_STEP_EARLIER = "train_step_h200_2026-12-01.json"  # has the Muon split and eager GDN
+# the complete run before the compiled experts' activation and the loss kernel's fast tanh
+TRAIN_STEP_PREVIOUS = "train_step_all_h200_2026-12-02.json"
 # the fast path at B = 4, T = 4,096 in the runs of 2026-12-02: (file, what the run had)
 MEMORY_RUNS = (
     ("train_step_hybrid_h200_2026-12-02.json", "every MoE tensor kept, block states stored"),
     ("train_step_h200_2026-12-02.json", "MoE checkpointing, block states stored"),
     ("train_step_peer_h200_2026-12-02.json", "MoE checkpointing, block states stored"),
     ("train_step_recompute_h200_2026-12-02.json", "MoE checkpointing, block states rebuilt"),
-    (TRAIN_STEP, "MoE saved-tensor hooks, block states stored, MLA compiled"),
+    (TRAIN_STEP_PREVIOUS, "MoE saved-tensor hooks, block states stored, MLA compiled"),
+    (TRAIN_STEP, "the same, and the experts' activation compiled, the loss's fast tanh"),
 )
 
 # case kind -> what the table calls it
