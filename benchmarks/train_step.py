@@ -241,7 +241,11 @@ def main(argv=None) -> int:
     p.add_argument("--gla-configs", default=None, help="a JSON file of changes to the gla "
                    "chunk kernel's launch settings (hymo_mini.ops.gla.chunk_triton.CONFIGS)")
     p.add_argument("--out", default=None)
+    p.add_argument("--inductor-options", default=None,
+                   help="JSON of torch.compile options for inductor (compiling.INDUCTOR_OPTIONS)")
     args = p.parse_args(argv)
+    if args.inductor_options:
+        compiling.INDUCTOR_OPTIONS.update(json.loads(args.inductor_options))
     if args.gla_configs:
         gla_chunk.CONFIGS.update(json.loads(Path(args.gla_configs).read_text()))
     quick = args.quick or args.smoke
@@ -257,7 +261,8 @@ def main(argv=None) -> int:
     report = {"benchmark": "train_step", **head, "peak_tflops": PEAK_TFLOPS,
               "settings": {"dtype": "bf16 autocast over fp32 weights", "warmup": args.warmup,
                            "steps": args.steps, "profile_steps": args.profile_steps,
-                           "fast": FAST, "reference": REFERENCE},
+                           "fast": FAST, "reference": REFERENCE,
+                           "inductor_options": dict(compiling.INDUCTOR_OPTIONS)},
               "gla_configs": json.loads(json.dumps(gla_chunk.CONFIGS)),
               "checks": {}, "cases": {}}
     t_run = time.perf_counter()

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["IMPLS", "COMPILE_BACKEND", "runs_compiled", "compiled_forward"]
+__all__ = ["IMPLS", "COMPILE_BACKEND", "INDUCTOR_OPTIONS", "runs_compiled", "compiled_forward"]
 
 IMPLS = ("auto", "eager", "compiled")
 COMPILE_BACKEND = "inductor"
-_COMPILED: dict = {}  # (function name, backend) -> the compiled function
+INDUCTOR_OPTIONS: dict = {}  # torch.compile(options=...) when the backend is inductor
+_COMPILED: dict = {}  # (function name, backend, options) -> the compiled function
 
 
 def runs_compiled(impl: str, x: torch.Tensor, training: bool, field: str) -> bool:
@@ -33,7 +34,9 @@ def compiled_forward(fn, backend: str | None = None):
     shared by every caller. Static shapes: a training run has one (B, T), and each new one
     compiles once (rather than to kernels for any shape after the second)."""
     backend = backend or COMPILE_BACKEND
-    key = (fn.__name__, backend)
+    options = dict(INDUCTOR_OPTIONS) if backend == "inductor" else {}
+    key = (fn.__name__, backend, tuple(sorted(options.items())))
     if key not in _COMPILED:
-        _COMPILED[key] = torch.compile(fn, backend=backend, dynamic=False)
+        _COMPILED[key] = torch.compile(fn, backend=backend, dynamic=False,
+                                       options=options or None)
     return _COMPILED[key]
