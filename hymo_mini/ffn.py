@@ -10,8 +10,8 @@ counts have none).
 which compiles while training on a CUDA GPU; ``hymo_mini.compiling``). In eager mode
 silu(a) ⊙ b is two passes forward, and the backward is several more (the product's two
 gradients, then SiLU's); :func:`swiglu_activation` compiled is one pass each way, and its
-backward keeps only a and b, recomputing the SiLU. The MoE's experts, routed and shared,
-use it; the matmuls stay library calls.
+backward keeps only a and b, recomputing the SiLU. Every SwiGLU of the model uses it: the
+MoE's experts, routed and shared, and the MTP blocks; the matmuls stay library calls.
 """
 
 from __future__ import annotations

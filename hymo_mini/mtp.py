@@ -67,7 +67,8 @@ class MultiTokenPrediction(nn.Module):
         super().__init__()
         self.depth = config.mtp_depth
         self.blocks = nn.ModuleList(
-            MTPBlock(config.dim, config.mtp_inter_dim) for _ in range(config.mtp_depth))
+            MTPBlock(config.dim, config.mtp_inter_dim, config.swiglu_impl)
+            for _ in range(config.mtp_depth))
 
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor,
                 embed: nn.Embedding) -> list[torch.Tensor]:
