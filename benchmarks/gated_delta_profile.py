@@ -16,6 +16,9 @@ at one setting of each; the best setting of each kernel is then timed together, 
 other inverse (INVERSES) at that setting. Every run's output is checked against the first
 setting's (relative RMS below 1e-3). The settings are restored afterwards.
 
+With --gla-forward: the gla kernel's forward alone in bf16, fp32 with TF32 products and fp32,
+its do_bench time against the sum of its launches' device times and a copy of its bytes.
+
 With --group-sweep G1 G2 ... (e.g. 16 32 64 128): for each --group-shapes and --dtypes, the
 chunk-to-chunk passes as one walk (CONFIGS["group"]["below"] = 0) and then over groups of
 each G chunks (forced on whatever the programs), each timed and checked against the walk.
@@ -128,6 +131,35 @@ def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
         gtc.CONFIGS.clear()
         gtc.CONFIGS.update(saved)
     return {"variants": rows, "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
+
+
+def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float32")) -> dict:
+    """The gla kernel's forward alone (no autograd, as the kernel-only benchmark times it),
+    per dtype: its time by do_bench (the host's launches included), the device time of each
+    of its launches by torch.profiler, their sum, and a device-to-device copy of its bytes
+    (v, b, c, g read and o written): how much of the forward is the GPU's and how much the
+    host's."""
+    fn = with_A_log(kernel_alone("gla"))
+    out = {}
+    for name in dtypes:
+        dtype = torch.float32 if name.startswith("float32") else torch.bfloat16
+        inputs, _ = make_inputs(*parse_shape(shape), dtype, device)
+        torch.backends.cuda.matmul.allow_tf32 = name == "float32_tf32"
+        try:
+            def fwd(inputs=inputs):
+                with torch.no_grad():
+                    return fn(*inputs)
+            kernels = kernel_us(fwd, {k: k for k in GLA_KERNELS})
+            nbytes = sum(t.numel() * t.element_size() for t in inputs[:4]) + inputs[0].numel() \
+                * inputs[0].element_size()
+            flat = torch.empty(nbytes // 2, dtype=torch.uint8, device=device)  # read + write
+            out[name] = {"fwd_ms": time_ms(fwd, device), "kernels_us": kernels,
+                         "kernels_sum_ms": sum(kernels.values()) / 1e3,
+                         "copy_ms": time_ms(flat.clone, device), "bytes": nbytes}
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
+        print("  gla forward", name, out[name], flush=True)
+    return out
 
 
 class Case:
@@ -254,6 +286,9 @@ def main(argv=None):
                         help="split,warps,stages of the sequential passes, paired with --warps")
     parser.add_argument("--gla", action="store_true",
                         help="also the gla kernel, bf16, at a few settings (GLA_VARIANTS)")
+    parser.add_argument("--gla-forward", action="store_true",
+                        help="the gla kernel's forward alone: do_bench against its launches' "
+                             "device time, per dtype (gla_forward_report)")
     parser.add_argument("--best-out", default=None, help="write the best setting here (JSON)")
     parser.add_argument("--gla-best-out", default=None,
                         help="write the gla change with the least forward + backward (JSON)")
@@ -286,6 +321,9 @@ def main(argv=None):
             best = min(timed, key=lambda r: r["fwdbwd_ms"])
             Path(args.gla_best_out).write_text(json.dumps(best["change"]))
         print("gla", report["gla"], flush=True)
+        save()
+    if args.gla_forward:
+        report["gla_forward"] = gla_forward_report(args.shape, device)
         save()
     if args.group_sweep:
         report["group_sweep"] = group_sweep(args.group_shapes, args.dtypes, args.group_sweep,
