@@ -32,7 +32,7 @@ def swiglu_activation(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def activation_for(impl: str, x: torch.Tensor, training: bool):
     """:func:`swiglu_activation`, compiled where ``impl`` (``swiglu_impl``) says so for
-    this call on x (the experts' input)."""
+    this call on x (the SwiGLU's input)."""
     if runs_compiled(impl, x, training, "swiglu_impl"):
         return compiled_forward(swiglu_activation)
     return swiglu_activation

@@ -20,7 +20,7 @@ __all__ = ["ConfigError", "ModelConfig", "did_you_mean", "GDN_IMPLS"]
 
 GDN_IMPLS = ("auto", "eager", "compiled")  # ModelConfig.gdn_impl: see hymo_mini.blocks
 MLA_IMPLS = GDN_IMPLS  # ModelConfig.mla_impl: the same three, for the attention sublayer
-SWIGLU_IMPLS = GDN_IMPLS  # ModelConfig.swiglu_impl: the same three, for the experts' activation
+SWIGLU_IMPLS = GDN_IMPLS  # ModelConfig.swiglu_impl: the same three, for every SwiGLU's activation
 
 
 class ConfigError(ValueError):
