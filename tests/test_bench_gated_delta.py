@@ -57,3 +57,18 @@ def test_peers_on_cpu_writes_the_report(tmp_path):
     # v, b, c, o (B, T, H, 8 or 4) and g, beta (B, T, H), 4 bytes each
     assert entry["bytes_min_fwd"] == (3 * 2 * 24 * 2 * 8 + 2 * 2 * 24 * 2 * 4 + 2 * 2 * 24 * 2) * 4
     assert entry["copy_floor_ms"] is None and report["skipped"] == []
+
+
+def test_groups_are_compared_with_the_walk_over_the_whole_inputs(monkeypatch):
+    from hymo_mini.ops.gated_delta import chunk_triton as gdt
+
+    live = "INTERPRET_CONFIGS" if gdt.INTERPRET else "CONFIGS"
+    inputs, do = make_inputs(1, 40, 2, 16, 16, torch.float32, torch.device("cpu"))
+    assert gated_delta.groups_vs_walk(inputs, do) == {"groups": 1}  # this shape walks
+    monkeypatch.setattr(gdt, live, dict(getattr(gdt, live), group=dict(chunks=1, below=1 << 30)))
+    found = gated_delta.groups_vs_walk(inputs, do)
+    assert found["groups"] == 3 and found["chunks_per_group"] == 1  # 40 steps, 16 a chunk
+    assert getattr(gdt, live)["group"] == dict(chunks=1, below=1 << 30)  # restored
+    errors = {k: v for k, v in found.items() if k not in ("groups", "chunks_per_group")}
+    assert set(errors) == {"o", "dv", "db", "dc", "dg", "dA_log", "dbeta"}
+    assert max(errors.values()) < 1e-5
