@@ -10,18 +10,14 @@ seed on the same mixture of ``--train N:T`` tasks, then is scored on every ``--e
 task (default: the training tasks plus shorter and longer N at each T). ``--jobs`` runs
 variants in parallel processes: on a GPU the small models are launch-bound, so several
 share it well. The JSON holds the settings, each model's layout, parameter count, loss
-curve and accuracies, the hardware, the date and this command; ``hymo-mini figures`` and
-the book's chapter 16 plot it.
+curve and accuracies, and benchmarks/record.py's header (the date, this command, the commit,
+the machine and the versions); ``hymo-mini figures`` and the book's chapter 19 plot it.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -32,6 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import record  # noqa: E402
 from hymo_mini.mqar import VARIANTS, MQARTask, run_sweep  # noqa: E402
 
 DEFAULT_TRAIN = ["2:32", "4:32", "8:32"]
@@ -48,17 +45,6 @@ def parse_tasks(items: list[str], n_keys: int) -> list[MQARTask]:
             raise SystemExit(f"tasks are N:T pairs such as 8:64, got {item!r}") from None
         tasks.append(MQARTask(n, t, n_keys=n_keys, n_values=n_keys))
     return tasks
-
-
-def hardware(device: str) -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads()}
-    if hasattr(os, "getloadavg"):
-        info["load_average_1_5_15min"] = [round(x, 2) for x in os.getloadavg()]
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
 
 
 def main(argv=None) -> int:
@@ -101,9 +87,7 @@ def main(argv=None) -> int:
         for name, v in results["variants"].items():  # one line per variant, for logs
             print("RESULT " + json.dumps({name: v}), flush=True)
     results["benchmark"] = "mqar"
-    results["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    results["command"] = "python benchmarks/mqar.py " + shlex.join(argv)
-    results["hardware"] = hardware(args.device)
+    results.update(record.header(args.device, __file__, argv))  # date, command, commit, machine
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out}")
