@@ -1,7 +1,8 @@
 """Exercises of chapter 10 (the Triton kernels): a kernel's pointer arithmetic for one block
 (the flat offsets the chunk kernels' ``_rows`` helper loads), the backward of one step of
-the recurrence, as the recurrent kernel's ``_bwd_step`` computes it, and one level of the
-delta rule kernel's inverse by merged blocks (``_unit_lower_inverse_levels``)."""
+the recurrence, as the recurrent kernel's ``_bwd_step`` computes it, one level of the
+delta rule kernel's inverse by merged blocks (``_unit_lower_inverse_levels``), and a group
+of chunk-to-chunk steps composed into one affine map (``chunk_groups``)."""
 
 from __future__ import annotations
 
@@ -167,6 +168,66 @@ def _one_side_only(T, M, k):
     return T - Mk @ T
 
 
+# ---- a group of chunk-to-chunk steps as one affine map ----------------------------------
+def _compose_oracle(A, U):
+    """(M, B) with H_end = M H_start + B, by applying the steps to the identity and to zero
+    separately: M is the map of H_start, B what zero grows into (float64)."""
+    S, D = A.shape[1], U.shape[2]
+    M, B = torch.eye(S, dtype=torch.float64), torch.zeros(S, D, dtype=torch.float64)
+    for k in range(A.shape[0]):
+        M = A[k].double() @ M
+    for k in range(A.shape[0]):
+        B = A[k].double() @ B + U[k].double()
+    return M, B
+
+
+def _compose_cases():
+    gen = torch.Generator().manual_seed(12)
+
+    def steps(G, S, D, scale=1.0):
+        A = torch.eye(S, dtype=torch.float64) * 0.9 - scale * torch.randn(
+            G, S, S, generator=gen, dtype=torch.float64) / S
+        return A, torch.randn(G, S, D, generator=gen, dtype=torch.float64)
+
+    return [Case("a group of 4 steps, S = D = 3", steps(4, 3, 3)),
+            Case("one step", steps(1, 4, 2)),
+            Case("no step at all: the identity and zero", steps(0, 3, 2)),
+            Case("S = 5 keys, D = 2 values", steps(6, 5, 2)),
+            Case("S = 1", steps(5, 1, 3)),
+            Case("D = 1", steps(3, 4, 1)),
+            Case("16 steps", steps(16, 8, 8, 0.5)),
+            Case("no offsets: B stays zero", (steps(3, 3, 3)[0],
+                                               torch.zeros(3, 3, 3, dtype=torch.float64)))]
+
+
+def _compose_compare(got, expected, case):
+    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-12)
+
+
+def _reversed_order(A, U):
+    S, D = A.shape[1], U.shape[2]
+    M, B = torch.eye(S, dtype=A.dtype), torch.zeros(S, D, dtype=A.dtype)
+    for k in reversed(range(A.shape[0])):  # the last step applied first
+        M, B = A[k] @ M, A[k] @ B + U[k]
+    return M, B
+
+
+def _offsets_not_carried(A, U):
+    S = A.shape[1]
+    M = torch.eye(S, dtype=A.dtype)
+    for k in range(A.shape[0]):
+        M = A[k] @ M
+    return M, U.sum(0)  # each offset as if no later step acted on it
+
+
+def _offset_before_step(A, U):
+    S, D = A.shape[1], U.shape[2]
+    M, B = torch.eye(S, dtype=A.dtype), torch.zeros(S, D, dtype=A.dtype)
+    for k in range(A.shape[0]):
+        M, B = A[k] @ M, A[k] @ (B + U[k])  # step k's own transition applied to its offset
+    return M, B
+
+
 EXERCISES = [
     Exercise(
         name="row_offsets", chapter="10_triton_kernels", cases=_row_offsets_cases,
@@ -191,5 +252,12 @@ EXERCISES = [
         wrong=[(_plus_not_minus, "case n = 2, the first level: output differs"),
                (_all_of_M, "case n = 8, level 0: output differs"),
                (_one_side_only, "case n = 8, level 1: output differs")],
+    ),
+    Exercise(
+        name="compose_steps", chapter="10_triton_kernels", cases=_compose_cases,
+        oracle=_compose_oracle, compare=_compose_compare,
+        wrong=[(_reversed_order, "case a group of 4 steps, S = D = 3: output 0 differs"),
+               (_offsets_not_carried, "case a group of 4 steps, S = D = 3: output 1 differs"),
+               (_offset_before_step, "case a group of 4 steps, S = D = 3: output 1 differs")],
     ),
 ]
