@@ -72,3 +72,21 @@ def test_groups_are_compared_with_the_walk_over_the_whole_inputs(monkeypatch):
     errors = {k: v for k, v in found.items() if k not in ("groups", "chunks_per_group")}
     assert set(errors) == {"o", "dv", "db", "dc", "dg", "dA_log", "dbeta"}
     assert max(errors.values()) < 1e-5
+
+
+def test_a_grouped_shape_records_the_walk_comparison(tmp_path, monkeypatch):
+    """In the peers section, hymo's kernel at a shape that runs the grouped passes: the entry
+    keeps groups_vs_walk beside the check on the slice."""
+    from hymo_mini.ops.gated_delta import chunk_triton as gdt
+
+    live = "INTERPRET_CONFIGS" if gdt.INTERPRET else "CONFIGS"
+    monkeypatch.setattr(gdt, live, dict(getattr(gdt, live), group=dict(chunks=1, below=1 << 30)))
+    out = tmp_path / "gd.json"
+    assert gated_delta.main(["--sections", "peers", "--shapes", "B1_T40_H2_S16_D16",
+                             "--dtypes", "float32", "--check-T", "16",
+                             "--backends", "chunk_triton", "--out", str(out)]) == 0
+    entry = json.loads(out.read_text())["peers"]["B1_T40_H2_S16_D16_float32"]
+    assert entry["checks"]["chunk_triton"]["agrees"]
+    found = entry["groups_vs_walk"]
+    assert found["groups"] == 3 and max(v for k, v in found.items()
+                                        if k not in ("groups", "chunks_per_group")) < 1e-5
