@@ -255,13 +255,13 @@ def group_sweep(shapes, dtypes, sizes, device) -> dict:
     saved, out = copy.deepcopy(gdt.CONFIGS["group"]), {}
     try:
         for shape in shapes:
-            T, chunk = parse_shape(shape)[1], gdt.CONFIGS["chunk"]
+            NC = -(-parse_shape(shape)[1] // gdt.CONFIGS["chunk"])  # chunks a sequence
             for name in dtypes:
                 case, rows = Case(shape, name, device), []
                 for G in [None, *sizes]:
                     gdt.CONFIGS["group"] = (dict(chunks=1 << 30, below=0) if G is None
                                             else dict(chunks=G, below=1 << 30))
-                    row = {"chunks": G, "groups": 1 if G is None else -(-T // chunk // G)}
+                    row = {"chunks": G, "groups": gdt._groups(1, NC)[0]}  # as launched
                     row.update(case.run())
                     row.pop("kernels_us", None)
                     row["rel_vs_walk"] = row.pop("rel_vs_first")

@@ -223,18 +223,10 @@ def check_mla_block(device, B=4, T=4096, reps=5) -> dict:
 def check_moe(device, B=4, T=4096, reps=5) -> dict:
     """One hymo_750m MoE layer (the grouped dispatch on sm90), its experts' activation
     (swiglu_impl) eager against compiled, routed and shared experts alike."""
-    def set_impl(moe, impl):
-        moe.config = replace(moe.config, swiglu_impl=impl)
-        for shared in moe.shared_experts:
-            shared.impl = impl
-    return _check_block(DeepSeekMoE, device, B, T, reps, set_impl)
+    return _check_block(DeepSeekMoE, device, B, T, reps, switch="swiglu_impl")
 
 
-def _set_block_impl(block, impl):
-    block.impl = impl
-
-
-def _check_block(kind, device, B, T, reps, set_impl=_set_block_impl) -> dict:
+def _check_block(kind, device, B, T, reps, switch="impl") -> dict:
     config = replace(load_config("hymo_750m").model, max_seq_len=T)
     torch.manual_seed(0)
     with torch.device(device):
@@ -244,7 +236,7 @@ def _check_block(kind, device, B, T, reps, set_impl=_set_block_impl) -> dict:
     params = [x, *(p for p in block.parameters() if p.requires_grad)]
     out, ref = {"shape": f"B={B}, T={T}, bf16 autocast"}, None
     for impl in ("eager", "compiled"):
-        set_impl(block, impl)
+        setattr(block, switch, impl)
         t0 = time.perf_counter()
 
         def run():

@@ -54,12 +54,6 @@ __all__ = ["MLABlock", "GDNBlock", "sublayers", "gdn_block_forward", "compiled_g
            "mla_attention_forward", "compiled_forward"]
 
 
-def _runs_compiled(block: nn.Module, x: torch.Tensor, field: str) -> bool:
-    """Whether this call runs compiled: ``block.impl`` (the config's ``field``) is
-    "compiled", or "auto" while training on a CUDA GPU (``hymo_mini.compiling``)."""
-    return runs_compiled(block.impl, x, block.training, field)
-
-
 class MLABlock(nn.Module):
     """Pre-norm residual block: x + attn(norm(x)), then + moe(norm(x))."""
 
@@ -74,7 +68,7 @@ class MLABlock(nn.Module):
 
     def compiled(self, x: torch.Tensor) -> bool:
         """Whether this call's attention sublayer runs compiled (``mla_impl``)."""
-        return _runs_compiled(self, x, "mla_impl")
+        return runs_compiled(self.impl, x, self.training, "mla_impl")
 
     def forward(self, x: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
         if start_pos == 0 and self.compiled(x):
@@ -107,7 +101,7 @@ class GDNBlock(nn.Module):
 
     def compiled(self, x: torch.Tensor) -> bool:
         """Whether this call runs compiled (``gdn_impl``)."""
-        return _runs_compiled(self, x, "gdn_impl")
+        return runs_compiled(self.impl, x, self.training, "gdn_impl")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.compiled(x):

@@ -117,8 +117,8 @@ class DeepSeekMoE(nn.Module):
         self.top_k = config.n_activated_experts
         self.experts = RoutedExperts(self.n_routed, config.dim, config.moe_inter_dim)
         self.shared_experts = nn.ModuleList(
-            SwiGLU(config.dim, config.moe_inter_dim, config.swiglu_impl)
-            for _ in range(config.n_shared_experts))
+            SwiGLU(config.dim, config.moe_inter_dim) for _ in range(config.n_shared_experts))
+        self.swiglu_impl = config.swiglu_impl  # the routed and shared experts' activation
         self.gate = nn.Linear(config.dim, self.n_routed, bias=False)
         nn.init.normal_(self.gate.weight, mean=0.0, std=config.router_init_std)
         E = self.n_routed
@@ -132,6 +132,17 @@ class DeepSeekMoE(nn.Module):
         self.last_counts: torch.Tensor | None = None  # (e,) int64
         self.last_dropped = torch.zeros((), dtype=torch.long)  # () dropped assignments
         self.last_capacity: int = 0
+
+    @property
+    def swiglu_impl(self) -> str:
+        """``swiglu_impl`` of every expert, routed and shared; setting it sets both."""
+        return self._swiglu_impl
+
+    @swiglu_impl.setter
+    def swiglu_impl(self, impl: str) -> None:
+        self._swiglu_impl = impl
+        for shared in self.shared_experts:
+            shared.impl = impl
 
     # ---- routing ---------------------------------------------------------------------
     def route(self, x: torch.Tensor) -> Routing:
@@ -164,7 +175,7 @@ class DeepSeekMoE(nn.Module):
         shape = x.shape
         x = x.reshape(-1, self.dim)  # (n, dim)
         impl = resolve_impl(self.config.moe_impl, x, self.experts)
-        act = activation_for(self.config.swiglu_impl, x, self.training)
+        act = activation_for(self.swiglu_impl, x, self.training)
         if impl == "loop":
             out = self.routed_loop(x, routing)
         elif impl == "grouped":

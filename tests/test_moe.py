@@ -427,9 +427,8 @@ def aot_eager(monkeypatch):
 def with_swiglu(moe: DeepSeekMoE, impl: str) -> DeepSeekMoE:
     """A copy of ``moe`` whose experts (routed and shared) take ``swiglu_impl=impl``."""
     other = copy.deepcopy(moe)
-    other.config = replace(other.config, swiglu_impl=impl)
-    for shared in other.shared_experts:
-        shared.impl = impl
+    other.swiglu_impl = impl
+    assert all(shared.impl == impl for shared in other.shared_experts)
     return other
 
 

@@ -14,8 +14,8 @@ from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "DELTA_LONG_RUN",
-           "DELTA_LONG_PROFILE", "DELTA_GROUPS_RUN", "DELTA_SIDE_BY_SIDE", "DELTA_GROUP_SWEEP",
+__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_LONG_RUN",
+           "DELTA_LONG_PROFILE", "DELTA_SIDE_BY_SIDE", "DELTA_GROUP_SWEEP",
            "GLA_FORWARD_RUN",
            "delta_entries", "delta_long_profile", "delta_group_sweep_table",
            "MOE_RUN",
@@ -26,14 +26,9 @@ __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_BF16_PEERS_RUN", "DELTA_
 GATED_DELTA_RUN = "gated_delta_h200_2026-12-01.json"
 # the delta rule's kernel after its tuning (16-step chunks, Mk and (I + M)⁻¹ kept), peers only
 DELTA_PEERS_RUN = "gated_delta_h200_2026-12-02.json"
-# bf16 beside chunk_kda with the 16-bit launch settings (chunk_triton.CONFIGS_16BIT); its
-# fp32 case stopped before fla's, so the fp32 row stays the run above's
-DELTA_BF16_PEERS_RUN = "gated_delta_16bit_configs_h200_2026-12-02.json"
 # B = 1, T = 16,384 in bf16 beside chunk_kda, and the kernel's launches profiled there
 DELTA_LONG_RUN = "gated_delta_b1t16384_h200_2026-12-02.json"
 DELTA_LONG_PROFILE = "gated_delta_profile_b1t16384_h200_2026-12-02.json"
-# the same shape with the passes over groups of chunks (chunk_groups); chunk_kda not timed
-DELTA_GROUPS_RUN = "gated_delta_groups_h200_2026-12-02.json"
 # every shape and dtype beside chunk_kda on one tree (3bc2e9a), one long sequence with the
 # grouped passes: the runs the peers table and the targets read
 DELTA_SIDE_BY_SIDE = ("gated_delta_b4t4096_side_by_side_h200_2026-12-02.json",
