@@ -130,8 +130,9 @@ def _union_us(intervals) -> float:
     return total
 
 
-def analyse(prof, steps: int, wall_s: float) -> dict:
-    """The breakdown of ``steps`` profiled steps that took ``wall_s`` seconds."""
+def analyse(prof, steps: int, wall_s: float, top_ops: int = 40) -> dict:
+    """The breakdown of ``steps`` profiled steps that took ``wall_s`` seconds (the
+    ``top_ops`` largest op groups)."""
     events = [e for e in prof.events() if e.device_type == DeviceType.CPU]
     forward_threads = {e.thread for e in events if e.name == PREFIX + "forward"}
     forward_labels = {}  # sequence number -> label of the forward op that made the node
@@ -168,7 +169,7 @@ def analyse(prof, steps: int, wall_s: float) -> dict:
         "top_kernels_ms": dict(list(_sorted_ms(names, per_step).items())[:15]),
     }
     if on_gpu:
-        out["ops_ms"] = dict(list(_sorted_ms(ops, per_step).items())[:40])
+        out["ops_ms"] = dict(list(_sorted_ms(ops, per_step).items())[:top_ops])
     if device:
         out["busy_share_profiled"] = _union_us(device) * 1e-6 / wall_s
     return out

@@ -180,12 +180,12 @@ def measure(spec, args) -> dict:
         result["peak_GiB"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
         result["peak_reserved_GiB"] = round(torch.cuda.max_memory_reserved() / 2**30, 2)
     if args.profile_steps:
-        result["profile"] = profile(built, args.profile_steps, device)
+        result["profile"] = profile(built, args.profile_steps, device, args.profile_ops)
         result["busy_share"] = result["profile"]["kernel_ms_per_step"] / step_ms
     return result
 
 
-def profile(built, n: int, device) -> dict:
+def profile(built, n: int, device, top_ops: int = 40) -> dict:
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -197,7 +197,7 @@ def profile(built, n: int, device) -> dict:
                 built.step()
             _sync(device)
             wall = time.perf_counter() - t0
-    return analyse(prof, n, wall)
+    return analyse(prof, n, wall, top_ops)
 
 
 def summary(cases: dict) -> dict:
@@ -237,6 +237,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--profile-steps", type=int, default=None)
+    p.add_argument("--profile-ops", type=int, default=40, help="op groups kept in a profile")
     p.add_argument("--budget-s", type=float, default=540, help="start no case after this")
     p.add_argument("--gla-configs", default=None, help="a JSON file of changes to the gla "
                    "chunk kernel's launch settings (hymo_mini.ops.gla.chunk_triton.CONFIGS)")
