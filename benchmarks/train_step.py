@@ -87,7 +87,8 @@ def case_list(quick: bool, smoke: bool) -> list[tuple[str, dict]]:
     """(name, spec) in the order they run."""
     def hymo(stack, switches, shape, optimizer="adamw"):
         B, T = (2, 64) if smoke else SHAPES[shape]
-        return {"kind": "hymo", "B": B, "T": T, "optimizer": optimizer,
+        clip = "plain" if switches is REFERENCE else "folded"  # the reference: plain clip
+        return {"kind": "hymo", "B": B, "T": T, "optimizer": optimizer, "clip": clip,
                 "switches": dict(switches, mla_every=STACKS[stack])}
 
     def peer(kind, shape):
@@ -119,7 +120,7 @@ def build(spec, device, smoke):
     if spec["kind"] == "hymo":
         preset = "hymo_mini" if smoke else "hymo_750m"
         return build_hymo_case(preset, spec["B"], spec["T"], spec["switches"], spec["optimizer"],
-                               device)
+                               device, clip=spec.get("clip", "plain"))
     if spec["kind"] == "llama":
         return build_llama(spec["B"], spec["T"], device, small=smoke)
     return build_gla(spec["B"], spec["T"], device)

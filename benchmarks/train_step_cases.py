@@ -22,7 +22,7 @@ from hymo_mini.flops import forward_flops
 from hymo_mini.loss import linear_softcap_cross_entropy, plain_softcap_cross_entropy
 from hymo_mini.model import HyMo, build_hymo
 from hymo_mini.moe import DeepSeekMoE
-from hymo_mini.optim import build_optimizer, optimizer_groups
+from hymo_mini.optim import build_optimizer, clip_and_step, optimizer_groups
 from hymo_mini.params import count_params
 
 PEER = dict(vocab=64_256, dim=1024, layers=24, inter=2816, heads=16)
@@ -54,7 +54,9 @@ def fused_adamw(model, config: OptimizerConfig):
                              fused=fused)
 
 
-def _train_step(model, optimizer, loss_fn, after=None):
+def _train_step(model, optimizer, loss_fn, after=None, clip="plain"):
+    """One step; ``clip``: "plain" (clip_grad_norm_, then the step) or "folded" (the clip's
+    factor divided out inside the fused AdamW step, hymo_mini.optim.clip_and_step)."""
     device = next(model.parameters()).device.type
 
     def step():
@@ -63,8 +65,11 @@ def _train_step(model, optimizer, loss_fn, after=None):
         with record("backward"):
             loss.backward()
         with record("optimizer"):
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            if clip == "folded":
+                clip_and_step(optimizer, model.parameters(), 1.0)
+            else:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             if after is not None:
                 after()
@@ -76,7 +81,7 @@ def hymo_config(preset: str, T: int, switches: dict) -> ModelConfig:
     return replace(load_config(preset).model, max_seq_len=T, **switches)
 
 
-def build_hymo_case(preset, B, T, switches, optimizer, device) -> Built:
+def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain") -> Built:
     config = hymo_config(preset, T, switches)
     torch.manual_seed(0)
     with torch.device(device):
@@ -87,7 +92,7 @@ def build_hymo_case(preset, B, T, switches, optimizer, device) -> Built:
            else build_optimizer(model, replace(opt_config, name="muon")))
     gen = torch.Generator(device).manual_seed(1)
     tokens = torch.randint(0, config.vocab_size, (B, T), device=device, generator=gen)
-    step = _train_step(model, opt, lambda: model.loss(tokens)[0], model.update_moe_biases)
+    step = _train_step(model, opt, lambda: model.loss(tokens)[0], model.update_moe_biases, clip)
     active = count_params(config).active
     info = {"config": {k: getattr(config, k) for k in
                        ("mla_every", "loss_impl", "gdn_impl", "mla_impl", "gdn_backend",
@@ -95,6 +100,7 @@ def build_hymo_case(preset, B, T, switches, optimizer, device) -> Built:
                        if hasattr(config, k)},
             "optimizer": "fused AdamW" if optimizer == "adamw" else
             f"Muon split (MuonAdamW, normuon={opt_config.normuon})",
+            "clip": clip,
             "params_stored": count_params(config).stored, "params_active": active,
             "n_active_no_embed": active - config.vocab_size * config.dim,
             "flops": "3 x hymo_mini.flops.forward_flops (MTP included)"}

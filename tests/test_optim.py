@@ -17,8 +17,10 @@ from hymo_mini.optim import (
     OptimizerSplitError,
     build_optimizer,
     check_partition,
+    clip_and_step,
     newton_schulz5,
     optimizer_groups,
+    takes_grad_scale,
 )
 from hymo_mini.optim.split import _compress
 
@@ -509,3 +511,45 @@ def test_groups_may_give_params_as_a_generator_or_a_tensor():
     opt = MuonAdamW(model, [{"optimizer": "muon", "params": model.m0},
                             {"optimizer": "adamw", "params": (p for p in [model.m1])}])
     assert [len(g["params"]) for g in opt.param_groups] == [1, 1]
+
+
+# ---- the clip folded into the fused step ------------------------------------------------
+def _pair(fused: bool):
+    torch.manual_seed(0)
+    a = nn.Sequential(nn.Linear(8, 16), nn.Linear(16, 3))
+    b = copy.deepcopy(a)
+    return [(m, torch.optim.AdamW(m.parameters(), lr=1e-2, fused=fused)) for m in (a, b)]
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("loss_scale", [100.0, 1e-3])  # clipped / under the bound
+def test_clip_and_step_equals_clip_then_step(fused, loss_scale):
+    (m1, o1), (m2, o2) = _pair(fused)
+    assert takes_grad_scale(o2) is fused
+    for _ in range(4):
+        x = torch.randn(4, 8)
+        for m in (m1, m2):
+            (m(x).square().sum() * loss_scale).backward()
+        n1 = torch.nn.utils.clip_grad_norm_(m1.parameters(), 0.5)
+        o1.step()
+        n2 = clip_and_step(o2, m2.parameters(), 0.5)
+        assert not hasattr(o2, "grad_scale")  # the hook is cleared after the step
+        torch.testing.assert_close(n2, n1, rtol=1e-6, atol=0)
+        o1.zero_grad()
+        o2.zero_grad()
+        for p, q in zip(m1.parameters(), m2.parameters(), strict=True):
+            torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7)
+
+
+def test_clip_and_step_skips_parameters_without_gradients():
+    (m, opt), _ = _pair(True)
+    m[1](torch.randn(2, 16)).sum().backward()  # the first layer gets no gradient
+    before = m[0].weight.detach().clone()
+    clip_and_step(opt, m.parameters(), 1.0)
+    assert torch.equal(m[0].weight, before)
+
+
+def test_clip_and_step_rejects_a_bad_max_norm():
+    (m, opt), _ = _pair(True)
+    with pytest.raises(ValueError, match=r"max_norm must be > 0, got 0"):
+        clip_and_step(opt, m.parameters(), 0)

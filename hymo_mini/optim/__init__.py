@@ -7,6 +7,8 @@ The document's stack summary trains HyMo with "NorMuon (Attention/GDN 2D) + Adam
   (:func:`optimizer_groups`, :class:`SplitTable`, :func:`check_partition`);
 * :mod:`hymo_mini.optim.muon`: the Muon and NorMuon update rule, written out, and
   :class:`MuonAdamW`, the one optimizer that applies it beside AdamW;
+* :mod:`hymo_mini.optim.clip`: :func:`clip_and_step`, the gradient clip folded into a fused
+  AdamW step;
 * :func:`build_optimizer` (here): the optimizer a config asks for.
 
 Settings (the document's config gives only ``lr`` and ``muon_lr``):
@@ -26,6 +28,7 @@ import torch
 from torch import nn
 
 from hymo_mini.config import OptimizerConfig
+from hymo_mini.optim.clip import clip_and_step, takes_grad_scale
 from hymo_mini.optim.muon import MUON_DEFAULTS, MuonAdamW, muon_step, newton_schulz5, normuon_rows
 from hymo_mini.optim.split import (
     GROUPS,
@@ -39,7 +42,7 @@ from hymo_mini.optim.split import (
 
 __all__ = ["KINDS", "GROUPS", "OptimizerSplitError", "ParamRow", "SplitTable", "optimizer_groups",
            "check_partition", "MUON_DEFAULTS", "MuonAdamW", "muon_step", "newton_schulz5",
-           "normuon_rows", "build_optimizer"]
+           "normuon_rows", "build_optimizer", "clip_and_step", "takes_grad_scale"]
 
 
 def build_optimizer(model: nn.Module, config: OptimizerConfig, *, normuon: bool | None = None):

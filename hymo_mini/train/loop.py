@@ -26,7 +26,7 @@ import torch
 from hymo_mini.config import ConfigError, HyMoConfig
 from hymo_mini.data import ByteCorpus, DataError, load_corpus
 from hymo_mini.model import build_hymo
-from hymo_mini.optim import build_optimizer
+from hymo_mini.optim import build_optimizer, clip_and_step
 from hymo_mini.optim.schedule import wsd_multiplier
 from hymo_mini.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
@@ -165,8 +165,7 @@ def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
         loss = loss + total.detach() / tc.grad_accum_steps
         for name, value in micro_parts.items():
             parts[name] = parts.get(name, 0.0) + value.detach() / tc.grad_accum_steps
-    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), config.optimizer.grad_clip)
-    run.optimizer.step()
+    grad_norm = clip_and_step(run.optimizer, run.model.parameters(), config.optimizer.grad_clip)
     run.optimizer.zero_grad(set_to_none=True)
     run.model.update_moe_biases()
     return loss, parts, grad_norm.detach(), lr
