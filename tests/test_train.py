@@ -13,10 +13,10 @@ from hymo_mini.config import ConfigError, SchedulerConfig, dump_config, load_con
 from hymo_mini.data import DataError, load_corpus
 from hymo_mini.model import build_hymo
 from hymo_mini.optim import build_optimizer
-from hymo_mini.train import loop
 from hymo_mini.train import (
     CheckpointError,
     load_checkpoint,
+    loop,
     save_checkpoint,
     train,
     wsd_multiplier,
