@@ -50,6 +50,7 @@ from torch import nn
 from torch.utils.flop_counter import flop_registry, register_flop_formula
 
 from hymo_mini.ffn import swiglu_activation
+from hymo_mini.moe_rows import combine_rows, gather_rows, resolve_rows_backend, row_maps
 
 __all__ = [
     "MOE_IMPLS",
@@ -66,6 +67,7 @@ __all__ = [
 ]
 
 MOE_IMPLS = ("auto", "loop", "grouped", "padded")
+ROWS_BACKEND = "auto"  # the grouped path's row shuffles: hymo_mini.moe_rows.ROWS_BACKENDS
 
 
 def swiglu(x: torch.Tensor, w1: torch.Tensor, w3: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
@@ -254,7 +256,7 @@ class _Rebuilt:
         sources, versions = kept
         if any(s._version != v for s, v in zip(sources, versions, strict=True)):
             raise RuntimeError("routed_grouped(recompute=True): a tensor its backward "
-                               "recomputes from (x, an expert weight) was modified in place "
+                               "recomputes from (x, or x W1 and x W3) was modified in place "
                                "after the forward; change it after the backward, or pass "
                                "recompute=False")
         return fn()
@@ -272,48 +274,42 @@ class _Rebuilt:
 
 
 def routed_grouped(x: torch.Tensor, routing, experts: RoutedExperts, *,
-                   recompute: bool = True, act=swiglu_activation) -> torch.Tensor:
+                   recompute: bool = True, act=swiglu_activation,
+                   rows_backend: str | None = None) -> torch.Tensor:
     """The routed experts' output (n, dim) for x (n, dim) with ``torch._grouped_mm``: the
     assignments in expert order, one group of rows per expert.
 
-    With ``recompute``, the backward recomputes five kinds of tensor instead of keeping
-    them from the forward: the rows gathered from x (which the router keeps anyway), the
-    weights cast to the compute dtype (under autocast, as large as the experts' bf16
-    parameters), the SwiGLU product silu(x W1) * x W3 and the output rows put back in token
-    order. Each is a copy or element-wise work from tensors the backward keeps anyway,
-    cheap against the products; what stays is x W1, x W3 and the products' output. The
-    numbers are the same either way. ``act`` computes silu(a) * b (eager or compiled,
-    ``hymo_mini.ffn.activation_for``)."""
-    n = x.shape[0]
+    The rows move into expert order and back with :mod:`hymo_mini.moe_rows`
+    (``rows_backend``, default :data:`ROWS_BACKEND`: one kernel each way on a CUDA GPU, a
+    chain of PyTorch ops elsewhere). With ``recompute``, the backward recomputes, instead
+    of keeping them from the forward, the rows gathered from x (which the router keeps
+    anyway) and the SwiGLU product silu(x W1) * x W3 (and, in the PyTorch chain, the
+    output rows put back in token order): copies or element-wise work from tensors the
+    backward keeps anyway, cheap against the products. What stays is x W1, x W3, the
+    products' output and the weights cast to the compute dtype (under autocast as large
+    as the experts' bf16 parameters: casting them again in the backward took longer than
+    the products it saved memory for). The numbers are the same either way. ``act``
+    computes silu(a) * b (eager or compiled, ``hymo_mini.ffn.activation_for``)."""
     dtype = compute_dtype(x)
-    rows = routing.by_expert  # (k*n,) choice-major assignment ids, sorted by expert
-    token = rows % n  # (k*n,) the token of each row
-    kept = rearrange(routing.kept, "n k -> (k n)").gather(0, rows)  # (k*n,)
+    backend = resolve_rows_backend(rows_backend or ROWS_BACKEND, x.device)
+    maps = row_maps(routing.by_expert, routing.kept)  # where each assignment's row lives
     ends = routing.counts.cumsum(0).to(torch.int32)  # (e,) one past each group's last row
-
-    def gather():  # a dropped row's combine weight is 0; its input is zeroed too, so it
-        # adds exact zeros (even for a non-finite x) to the output and its expert's gradients
-        return torch.where(kept[:, None], x.to(dtype).index_select(0, token), 0)  # (k*n, dim)
-
+    # a dropped row reads nothing: its input is zero, so it adds exact zeros (even for a
+    # non-finite x) to the output and its expert's gradients; its combine weight is 0 too
     with _Rebuilt().hooks(recompute and torch.is_grad_enabled()) as saved:
-        xs = saved.rebuild(gather(), gather, x)
-        w1, w3, w2 = (saved.rebuild(w.to(dtype).transpose(1, 2),
-                                    lambda w=w: w.to(dtype).transpose(1, 2), w)
+        xs = saved.rebuild(gather_rows(x, maps, dtype, backend),  # (k*n, dim)
+                           lambda: gather_rows(x, maps, dtype, backend, grad=False), x)
+        w1, w3, w2 = (w.to(dtype).transpose(1, 2)
                       for w in (experts.w1, experts.w3, experts.w2))  # (e, in, out)
         h1, h3 = torch._grouped_mm(xs, w1, offs=ends), torch._grouped_mm(xs, w3, offs=ends)
         if act is swiglu_activation:  # eager: SiLU(h1) and the product both rebuilt
             a = saved.rebuild(F.silu(h1), lambda: F.silu(h1), h1)  # (k*n, inter)
             h = saved.rebuild(a * h3, lambda: F.silu(h1) * h3, h1, h3)
         else:  # compiled: one kernel, whose backward keeps h1 and h3 alone; the product is
-            # rebuilt eagerly (the closure runs inside the backward)
-            h = saved.rebuild(act(h1, h3), lambda: swiglu_activation(h1, h3), h1, h3)
+            # rebuilt by the same compiled function (the closure runs inside the backward)
+            h = saved.rebuild(act(h1, h3), lambda: act(h1, h3), h1, h3)
         y = torch._grouped_mm(h, w2, offs=ends)  # (k*n, inter) -> (k*n, dim), expert order
-
-        def unsort():  # back to choice-major (k*n, dim), as (n, k, dim)
-            return rearrange(torch.empty_like(y).index_copy(0, rows, y), "(k n) d -> n k d",
-                             k=routing.indices.shape[1])
-
-        return _weighted_sum(saved.rebuild(unsort(), unsort, y), routing)  # (n, dim)
+        return combine_rows(y, maps, routing.combine, backend, rebuild=saved.rebuild)
 
 
 def routed_padded(x: torch.Tensor, routing, experts: RoutedExperts, *,

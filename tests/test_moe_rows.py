@@ -1,0 +1,107 @@
+"""The grouped MoE path's row shuffles (hymo_mini.moe_rows): the Triton kernels, run in
+the interpreter, against the PyTorch chain, forward and backward; and the grouped path
+with the kernels against the expert loop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_moe import NO_CPU_GROUPED_MM, decisive, rel_err, run, with_impl
+
+from hymo_mini import moe_dispatch
+from hymo_mini.config import load_config
+from hymo_mini.moe_rows import combine_rows, gather_rows, resolve_rows_backend, row_maps
+
+pytestmark = pytest.mark.triton
+
+
+def routing_like(n, k, e, drop, seed=0):
+    """A routing's (by_expert, kept, combine) for n tokens, k distinct experts each."""
+    gen = torch.Generator().manual_seed(seed)
+    indices = torch.stack([torch.randperm(e, generator=gen)[:k] for _ in range(n)])  # (n, k)
+    order = indices.t().reshape(-1)  # (k*n,) choice-major
+    _, by_expert = torch.sort(order, stable=True)
+    kept = torch.rand(n, k, generator=gen) > drop  # (n, k)
+    combine = torch.rand(n, k, generator=gen) * kept
+    return by_expert, kept, combine
+
+
+SHAPES = [(1, 1, 16), (7, 2, 24), (13, 3, 40), (5, 2, 1000)]  # (n, k, dim): awkward widths
+
+
+@pytest.mark.parametrize("n,k,dim", SHAPES)
+@pytest.mark.parametrize("drop", [0.0, 0.4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gather_kernel_equals_the_chain(n, k, dim, drop, dtype):
+    by_expert, kept, _ = routing_like(n, k, 6, drop)
+    maps = row_maps(by_expert, kept)
+    x = torch.randn(n, dim, requires_grad=True)
+    g = torch.randn(k * n, dim).to(dtype)
+    outs = []
+    for backend in ("torch", "triton"):
+        x.grad = None
+        xs = gather_rows(x, maps, dtype, backend)
+        xs.backward(g)
+        outs.append((xs, x.grad))
+    (ref, dref), (got, dgot) = outs
+    # a copy, exact in fp32; in bf16 within one unit in the last place (2^-8 relative),
+    # as the interpreter rounds fp32 to bf16 toward zero where the GPU rounds to nearest
+    ulp = 0 if dtype == torch.float32 else 2.0 ** -7
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, ref, rtol=ulp, atol=0)
+    assert dgot.dtype == torch.float32
+    tol = 0 if dtype == torch.float32 and k <= 2 else 1e-2  # bf16 sums round differently
+    torch.testing.assert_close(dgot, dref, rtol=tol, atol=tol)
+    assert torch.equal(gather_rows(x, maps, dtype, "triton", grad=False), got)
+
+
+@pytest.mark.parametrize("n,k,dim", SHAPES)
+@pytest.mark.parametrize("drop", [0.0, 0.4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_combine_kernel_equals_the_chain(n, k, dim, drop, dtype):
+    by_expert, kept, combine = routing_like(n, k, 6, drop)
+    maps = row_maps(by_expert, kept)
+    y = torch.randn(k * n, dim).to(dtype).requires_grad_()
+    w = combine.clone().requires_grad_()
+    g = torch.randn(n, dim).to(dtype)
+    outs = []
+    for backend in ("torch", "triton"):
+        y.grad = w.grad = None
+        out = combine_rows(y, maps, w, backend)
+        out.backward(g)
+        outs.append((out, y.grad, w.grad))
+    tol = 1e-6 if dtype == torch.float32 else 2e-2  # the kernel sums in fp32, rounds once
+    for got, ref in zip(outs[1], outs[0], strict=True):
+        assert got.dtype == ref.dtype
+        torch.testing.assert_close(got, ref, rtol=tol, atol=tol)
+
+
+def test_backend_choice():
+    cpu = torch.device("cpu")
+    assert resolve_rows_backend("auto", cpu) == "torch"  # the interpreter is for tests
+    assert resolve_rows_backend("triton", cpu) == "triton"  # interpreter on (conftest)
+    with pytest.raises(ValueError, match=r"must be one of 'auto', 'torch', 'triton', got 'x'"):
+        resolve_rows_backend("x", cpu)
+
+
+@NO_CPU_GROUPED_MM
+@pytest.mark.parametrize("capacity_factor", [0.3, 8.0])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_grouped_path_with_the_kernels_equals_the_loop(monkeypatch, capacity_factor, autocast):
+    monkeypatch.setattr(moe_dispatch, "ROWS_BACKEND", "triton")
+    config = load_config("hymo_mini").model
+    moe = decisive(config, capacity_factor)
+    x = torch.randn(3, 11, config.dim)
+    grad = torch.randn(3, 11, config.dim)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        y_ref, g_ref = run(with_impl(moe, "loop"), x, grad)
+        y, g = run(with_impl(moe, "grouped"), x, grad)
+    tol = 2e-2 if autocast else 1e-5
+    assert rel_err(y, y_ref) < tol
+    for name, ref in g_ref.items():
+        if ref.abs().sum() == 0:
+            assert g[name].abs().sum() == 0, name
+        else:
+            assert rel_err(g[name], ref) < tol, name
+    if capacity_factor < 1:
+        assert moe.route(x).kept.logical_not().any()  # dropping is exercised
