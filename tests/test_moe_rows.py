@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_moe import NO_CPU_GROUPED_MM, decisive, rel_err, run, with_impl
+from test_moe import decisive, rel_err, run, with_impl
 
 from hymo_mini import moe_dispatch
 from hymo_mini.config import load_config
 from hymo_mini.moe_rows import combine_rows, gather_rows, resolve_rows_backend, row_maps
 
 pytestmark = pytest.mark.triton
+# the kernels run where they can: a CUDA GPU, else the interpreter (conftest)
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def routing_like(n, k, e, drop, seed=0):
@@ -33,10 +35,10 @@ SHAPES = [(1, 1, 16), (7, 2, 24), (13, 3, 40), (5, 2, 1000)]  # (n, k, dim): awk
 @pytest.mark.parametrize("drop", [0.0, 0.4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gather_kernel_equals_the_chain(n, k, dim, drop, dtype):
-    by_expert, kept, _ = routing_like(n, k, 6, drop)
+    by_expert, kept, _ = (t.to(DEVICE) for t in routing_like(n, k, 6, drop))
     maps = row_maps(by_expert, kept)
-    x = torch.randn(n, dim, requires_grad=True)
-    g = torch.randn(k * n, dim).to(dtype)
+    x = torch.randn(n, dim).to(DEVICE).requires_grad_()
+    g = torch.randn(k * n, dim).to(DEVICE, dtype)
     outs = []
     for backend in ("torch", "triton"):
         x.grad = None
@@ -44,9 +46,9 @@ def test_gather_kernel_equals_the_chain(n, k, dim, drop, dtype):
         xs.backward(g)
         outs.append((xs, x.grad))
     (ref, dref), (got, dgot) = outs
-    # a copy, exact in fp32; in bf16 within one unit in the last place (2^-8 relative),
-    # as the interpreter rounds fp32 to bf16 toward zero where the GPU rounds to nearest
-    ulp = 0 if dtype == torch.float32 else 2.0 ** -7
+    # a copy, exact in fp32 and on the GPU; in bf16 within one unit in the last place
+    # (2^-8 relative) in the interpreter, which rounds fp32 to bf16 toward zero
+    ulp = 0 if dtype == torch.float32 or DEVICE == "cuda" else 2.0 ** -7
     assert got.dtype == dtype
     torch.testing.assert_close(got, ref, rtol=ulp, atol=0)
     assert dgot.dtype == torch.float32
@@ -59,11 +61,11 @@ def test_gather_kernel_equals_the_chain(n, k, dim, drop, dtype):
 @pytest.mark.parametrize("drop", [0.0, 0.4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_combine_kernel_equals_the_chain(n, k, dim, drop, dtype):
-    by_expert, kept, combine = routing_like(n, k, 6, drop)
+    by_expert, kept, combine = (t.to(DEVICE) for t in routing_like(n, k, 6, drop))
     maps = row_maps(by_expert, kept)
-    y = torch.randn(k * n, dim).to(dtype).requires_grad_()
+    y = torch.randn(k * n, dim).to(DEVICE, dtype).requires_grad_()
     w = combine.clone().requires_grad_()
-    g = torch.randn(n, dim).to(dtype)
+    g = torch.randn(n, dim).to(DEVICE, dtype)
     outs = []
     for backend in ("torch", "triton"):
         y.grad = w.grad = None
@@ -79,21 +81,29 @@ def test_combine_kernel_equals_the_chain(n, k, dim, drop, dtype):
 def test_backend_choice():
     cpu = torch.device("cpu")
     assert resolve_rows_backend("auto", cpu) == "torch"  # the interpreter is for tests
-    assert resolve_rows_backend("triton", cpu) == "triton"  # interpreter on (conftest)
+    if DEVICE == "cpu":
+        assert resolve_rows_backend("triton", cpu) == "triton"  # interpreter on (conftest)
+    else:
+        assert resolve_rows_backend("auto", torch.device("cuda")) == "triton"
+        with pytest.raises(RuntimeError, match=r"needs a CUDA GPU.*use 'torch'"):
+            resolve_rows_backend("triton", cpu)
     with pytest.raises(ValueError, match=r"must be one of 'auto', 'torch', 'triton', got 'x'"):
         resolve_rows_backend("x", cpu)
 
 
-@NO_CPU_GROUPED_MM
+@pytest.mark.skipif(DEVICE == "cpu" and not moe_dispatch.grouped_mm_supported(
+    torch.device("cpu"), torch.bfloat16, 64, 128), reason="this torch has no CPU _grouped_mm")
 @pytest.mark.parametrize("capacity_factor", [0.3, 8.0])
 @pytest.mark.parametrize("autocast", [False, True])
 def test_grouped_path_with_the_kernels_equals_the_loop(monkeypatch, capacity_factor, autocast):
+    if DEVICE == "cuda" and not autocast:
+        pytest.skip("the CUDA grouped product takes bf16 only")
     monkeypatch.setattr(moe_dispatch, "ROWS_BACKEND", "triton")
     config = load_config("hymo_mini").model
-    moe = decisive(config, capacity_factor)
-    x = torch.randn(3, 11, config.dim)
-    grad = torch.randn(3, 11, config.dim)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+    moe = decisive(config, capacity_factor).to(DEVICE)
+    x = torch.randn(3, 11, config.dim).to(DEVICE)
+    grad = torch.randn(3, 11, config.dim).to(DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=autocast):
         y_ref, g_ref = run(with_impl(moe, "loop"), x, grad)
         y, g = run(with_impl(moe, "grouped"), x, grad)
     tol = 2e-2 if autocast else 1e-5
