@@ -105,7 +105,7 @@ def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain") -> 
             "n_active_no_embed": active - config.vocab_size * config.dim,
             "flops": "3 x hymo_mini.flops.forward_flops (MTP included)"}
     labels = [(hymo_model, "_cross_entropy", "loss"), (hymo_model, "mtp_losses", "loss"),
-              (hymo_model, "linear_softcap_cross_entropy", "loss"), (HyMo, "logits", "loss")]
+              (hymo_model, "linear_softcap_cross_entropy_heads", "loss"), (HyMo, "logits", "loss")]
     return Built(model, opt, step, 3 * forward_flops(config, T)["total"], info, tuple(labels),
                  {model.norm: "loss", model.embed: "embedding"})
 

@@ -13,6 +13,7 @@ same gradients a chunk of rows at a time:
     for each chunk c of rows (``chunk_rows`` of them):
         z     = h_c @ Wᵀ                        (n, V), in the compute dtype (bf16 under autocast)
         loss_c, dz = rows(z, targets_c)         soft-cap in fp32, log-softmax, dloss/dz
+                                                scaled by 1 / N_valid before rounding
         dh_c  = dz @ W                          (n, d)
         dW   += dz_cᵀ @ h_c                     (V, d), accumulated in fp32
 
@@ -24,6 +25,11 @@ gradient (1, or the loss weight). So no (N, V) tensor outlives one chunk; what i
 the backward is dh (N, d) and dW (V, d). The matmuls are the plain path's three (logits,
 dh, dW); the element-wise work is one kernel instead of a chain of full-size passes. In
 ``torch.no_grad`` (evaluation) only the loss is computed.
+
+A tied model scores the same weight with several heads (the main one and each MTP depth):
+:func:`linear_softcap_cross_entropy_heads` takes them in one call, Σ_i λ_i · mean_i, with
+each head's rows scaled by λ_i / N_valid_i in the row kernel, so the weight is cast once
+and its gradient gathered in one (V, d) buffer for all of them.
 
 The soft-cap s = cap · tanh(z / cap) has ds/dz = 1 - tanh²(z / cap); the gradient of the
 mean cross-entropy with respect to s is (softmax(s) - onehot(target)) / N_valid. Rows whose
@@ -39,6 +45,7 @@ import torch.nn.functional as F
 from hymo_mini.ops import triton_usable
 
 __all__ = ["LOSS_IMPLS", "LOSS_BACKENDS", "linear_softcap_cross_entropy",
+           "linear_softcap_cross_entropy_heads",
            "plain_softcap_cross_entropy", "softcap_ce_rows_torch", "default_chunk_rows",
            "resolve_loss_impl"]
 
@@ -65,10 +72,11 @@ def default_chunk_rows(vocab_size: int) -> int:
 
 
 def softcap_ce_rows_torch(z: torch.Tensor, targets: torch.Tensor, cap: float,
-                          ignore_index: int, grad: bool):
+                          ignore_index: int, grad: bool, scale: torch.Tensor | None = None):
     """Per-row cross-entropy of softcap(z), z (n, V) logits: returns (loss (n,) fp32,
-    dloss_row/dz (n, V) in z's dtype, or None without ``grad``). The PyTorch twin of the
-    Triton kernel in ``hymo_mini.loss_triton``."""
+    dloss_row/dz (n, V) in z's dtype times ``scale`` (a one-element fp32 tensor) if given,
+    or None without ``grad``). The PyTorch twin of the Triton kernel in
+    ``hymo_mini.loss_triton``."""
     zf = z.float()  # (n, V) fp32: the soft-cap and the softmax in fp32
     t = torch.tanh(zf / cap) if cap > 0 else None
     s = cap * t if cap > 0 else zf  # (n, V)
@@ -82,7 +90,8 @@ def softcap_ce_rows_torch(z: torch.Tensor, targets: torch.Tensor, cap: float,
     p.scatter_add_(1, safe, torch.full_like(safe, -1, dtype=p.dtype))  # - onehot
     if t is not None:
         p = p * (1 - t * t)  # ds/dz
-    return loss, (p * valid[:, None]).to(z.dtype)
+    p = p * valid[:, None]
+    return loss, (p if scale is None else p * scale).to(z.dtype)
 
 
 def _rows_fn(backend: str, device: torch.device):
@@ -98,22 +107,22 @@ def _rows_fn(backend: str, device: torch.device):
     return softcap_ce_rows_triton
 
 
-def _chunked(h, w, targets, cap, ignore_index, chunk_rows, rows, need_dh, need_dw):
-    """The chunk loop: (loss sum, dh (N, d) or None, dW (V, d) fp32 or None), unscaled."""
-    grad = need_dh or need_dw
+def _chunked(h, w, targets, cap, ignore_index, chunk_rows, rows, scale, dh, dw):
+    """The chunk loop of one head: its loss sum (fp32); fills dh (N, d) (if not None) and
+    adds into dw (V, d) fp32 (if not None) the gradients of the sum times ``scale`` (a
+    one-element fp32 tensor, or None for 1), scaled in the row kernel before rounding."""
+    grad = dh is not None or dw is not None
     loss = h.new_zeros((), dtype=torch.float32)
-    dh = torch.empty_like(h) if need_dh else None  # (N, d)
-    dw = torch.zeros(w.shape, dtype=torch.float32, device=w.device) if need_dw else None
     for start in range(0, h.shape[0], chunk_rows):
         h_c = h[start:start + chunk_rows]  # (n, d)
         z = h_c @ w.T  # (n, V)
-        loss_c, dz = rows(z, targets[start:start + chunk_rows], cap, ignore_index, grad)
+        loss_c, dz = rows(z, targets[start:start + chunk_rows], cap, ignore_index, grad, scale)
         loss = loss + loss_c.sum()
-        if need_dh:
+        if dh is not None:
             torch.mm(dz, w, out=dh[start:start + chunk_rows])  # (n, d)
-        if need_dw:
+        if dw is not None:
             _accumulate(dw, dz, h_c)  # (V, d)
-    return loss, dh, dw
+    return loss
 
 
 def _accumulate(dw, dz, h_c) -> None:
@@ -130,31 +139,56 @@ def _accumulate(dw, dz, h_c) -> None:
 
 
 class _LinearSoftcapCE(torch.autograd.Function):
-    """(hidden (N, d), weight (V, d), targets (N,)) -> mean loss; gradients made in forward."""
+    """(weight (V, d), hidden_1 (N_1, d), ...) -> (Σ_i λ_i · mean loss_i, mean loss_1, ...),
+    the per-head means not differentiable; every gradient made in the forward.
+
+    All heads share the weight: it is cast once and its gradient gathered in one fp32
+    buffer. Each head's rows get their gradient scaled by λ_i / N_valid_i inside the row
+    kernel (not afterwards by passes over dh and dW), except in fp16, whose range would
+    lose the small ones: there the two are scaled after the loop."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, cap, ignore_index, chunk_rows, rows, dtype,
-                grad_on):
+    def forward(ctx, weight, spec, *hiddens):
+        targets, lambdas, cap, ignore_index, chunk_rows, rows, dtype, grad_on = spec
         # grad_on: whether autograd was recording at the call (forward itself runs without);
-        # False in evaluation, where only the loss is computed
-        need_dh, need_dw = (ctx.needs_input_grad[0] and grad_on,
-                            ctx.needs_input_grad[1] and grad_on)
-        with torch.autocast(hidden.device.type, enabled=False):
-            h, w = hidden.to(dtype), weight.to(dtype)  # (N, d), (V, d)
-            total, dh, dw = _chunked(h, w, targets, cap, ignore_index, chunk_rows, rows,
-                                     need_dh, need_dw)
-        n_valid = (targets != ignore_index).sum()  # on the device: no host sync
-        dh = dh.to(hidden.dtype).div_(n_valid) if dh is not None else None
-        dw = dw.to(weight.dtype).div_(n_valid) if dw is not None else None
-        ctx.save_for_backward(dh, dw)
-        return total / n_valid
+        # False in evaluation, where only the losses are computed
+        need_dw = ctx.needs_input_grad[0] and grad_on
+        need_dh = [need and grad_on for need in ctx.needs_input_grad[2:]]
+        fold = dtype != torch.float16
+        dhs, means = [], []
+        with torch.autocast(weight.device.type, enabled=False):
+            w = weight.to(dtype)  # (V, d), once for every head
+            dw = (torch.zeros(w.shape, dtype=torch.float32, device=w.device) if need_dw
+                  else None)
+            dw_heads = [] if not fold and need_dw else None
+            for hidden, t, lam, need in zip(hiddens, targets, lambdas, need_dh, strict=True):
+                h = hidden.to(dtype)  # (N, d)
+                n_valid = (t != ignore_index).sum()  # on the device: no host sync
+                scale = (lam / n_valid.float()).reshape(1) if fold else None
+                dh = torch.empty_like(h) if need else None
+                dw_i = (torch.zeros_like(dw) if dw_heads is not None else dw)
+                total = _chunked(h, w, t, cap, ignore_index, chunk_rows, rows, scale, dh, dw_i)
+                if not fold:
+                    dh = dh.to(hidden.dtype).mul_(lam / n_valid) if dh is not None else None
+                    if dw_heads is not None:
+                        dw_heads.append(dw_i.mul_(lam / n_valid))
+                dhs.append(dh.to(hidden.dtype) if dh is not None else None)
+                means.append(total / n_valid)
+            if dw_heads:
+                dw = torch.stack(dw_heads).sum(0)
+        weighted = sum(lam * m for lam, m in zip(lambdas, means, strict=True))
+        ctx.has_dh = [dh is not None for dh in dhs]
+        ctx.save_for_backward(dw.to(weight.dtype) if dw is not None else None,
+                              *[dh for dh in dhs if dh is not None])
+        ctx.mark_non_differentiable(*means)
+        return (weighted, *means)
 
     @staticmethod
-    def backward(ctx, grad_out):
-        dh, dw = ctx.saved_tensors
-        dh = dh * grad_out if dh is not None else None
-        dw = dw * grad_out if dw is not None else None
-        return dh, dw, None, None, None, None, None, None, None
+    def backward(ctx, grad_out, *unused):
+        dw, *dhs = ctx.saved_tensors
+        dhs = iter(dhs)
+        grads = [next(dhs) * grad_out if has else None for has in ctx.has_dh]
+        return (dw * grad_out if dw is not None else None, None, *grads)
 
 
 def _check(hidden, weight, targets) -> None:
@@ -183,7 +217,26 @@ def linear_softcap_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor,
     chunk (default about 2^28 logits); ``backend``: "torch", "triton" or "auto" (Triton on
     a CUDA GPU). Differentiable in hidden and weight.
     """
-    _check(hidden, weight, targets)
+    total, _ = linear_softcap_cross_entropy_heads(
+        [hidden], weight, [targets], softcap, [1.0], ignore_index=ignore_index,
+        chunk_rows=chunk_rows, backend=backend)
+    return total
+
+
+def linear_softcap_cross_entropy_heads(hiddens, weight: torch.Tensor, targets, softcap: float,
+                                       lambdas, *, ignore_index: int = -100,
+                                       chunk_rows: int | None = None, backend: str = "auto"):
+    """Several heads that share one weight (the main head and the MTP heads of a tied
+    model): ``(Σ_i λ_i · mean_i, [mean_1, ...])`` where mean_i is
+    :func:`linear_softcap_cross_entropy` of ``hiddens[i]`` and ``targets[i]``. The sum is
+    differentiable in every hidden and in the weight; the means are detached (for logging).
+    One call casts the weight once and gathers its gradient in one buffer for all heads."""
+    hiddens, targets, lambdas = list(hiddens), list(targets), [float(x) for x in lambdas]
+    if not hiddens or not len(hiddens) == len(targets) == len(lambdas):
+        raise ValueError(f"hiddens, targets and lambdas must be non-empty and of one length, "
+                         f"got {len(hiddens)}, {len(targets)} and {len(lambdas)}")
+    for hidden, t in zip(hiddens, targets, strict=True):
+        _check(hidden, weight, t)
     if backend not in LOSS_BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(map(repr, LOSS_BACKENDS))}, "
                          f"got {backend!r}")
@@ -191,15 +244,16 @@ def linear_softcap_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor,
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     if softcap < 0:
         raise ValueError(f"softcap must be >= 0 (0: no cap), got {softcap}")
-    device = hidden.device.type
+    device = weight.device.type
     dtype = (torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device)
-             else torch.promote_types(hidden.dtype, weight.dtype))
-    rows = _rows_fn(backend, hidden.device)
+             else torch.promote_types(hiddens[0].dtype, weight.dtype))
+    rows = _rows_fn(backend, weight.device)
     chunk_rows = chunk_rows or default_chunk_rows(weight.shape[0])
-    h = hidden.reshape(-1, hidden.shape[-1])  # (N, d)
-    return _LinearSoftcapCE.apply(h, weight, targets.reshape(-1), float(softcap),
-                                  int(ignore_index), chunk_rows, rows, dtype,
-                                  torch.is_grad_enabled())
+    spec = ([t.reshape(-1) for t in targets], lambdas, float(softcap), int(ignore_index),
+            chunk_rows, rows, dtype, torch.is_grad_enabled())
+    flat = [h.reshape(-1, h.shape[-1]) for h in hiddens]  # (N_i, d)
+    total, *means = _LinearSoftcapCE.apply(weight, spec, *flat)
+    return total, means
 
 
 def plain_softcap_cross_entropy(hidden, weight, targets, softcap: float = 0.0, *,

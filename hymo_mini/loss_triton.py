@@ -62,9 +62,9 @@ def _capped(b_z, cap, inv_cap, HAS_CAP: tl.constexpr, FAST: tl.constexpr):
 
 
 @triton.jit
-def _softcap_ce_rows_kernel(z, targets, loss, V, stride_z, cap, inv_cap, ignore_index,
+def _softcap_ce_rows_kernel(z, targets, loss, scale, V, stride_z, cap, inv_cap, ignore_index,
                             HAS_CAP: tl.constexpr, FAST: tl.constexpr, GRAD: tl.constexpr,
-                            BV: tl.constexpr):
+                            SCALE: tl.constexpr, BV: tl.constexpr):
     i_n = tl.program_id(0)
     p_z = z + i_n.to(tl.int64) * stride_z  # this row
     target = tl.load(targets + i_n).to(tl.int32)
@@ -90,7 +90,8 @@ def _softcap_ce_rows_kernel(z, targets, loss, V, stride_z, cap, inv_cap, ignore_
     b_zt = tl.load(p_z + safe).to(tl.float32)
     b_st, _ = _capped(b_zt, cap, inv_cap, HAS_CAP, FAST)
     tl.store(loss + i_n, tl.where(valid, b_lse - b_st, 0.0))
-    if GRAD:  # pass 2: dz = (softmax - onehot) · ds/dz, over z in place
+    if GRAD:  # pass 2: dz = (softmax - onehot) · ds/dz (· scale), over z in place
+        b_scale = tl.load(scale).to(tl.float32) if SCALE else 1.0
         for i_v in range(0, tl.cdiv(V, BV)):
             o_v = i_v * BV + tl.arange(0, BV)  # [BV]
             m_v = o_v < V
@@ -98,6 +99,8 @@ def _softcap_ce_rows_kernel(z, targets, loss, V, stride_z, cap, inv_cap, ignore_
             b_s, b_ds = _capped(b_z, cap, inv_cap, HAS_CAP, FAST)
             b_p = tl.exp(b_s - b_lse) - tl.where(o_v == safe, 1.0, 0.0)  # [BV]
             b_dz = tl.where(valid, b_p * b_ds, 0.0)
+            if SCALE:
+                b_dz = b_dz * b_scale
             tl.store(p_z + o_v, b_dz.to(p_z.dtype.element_ty), mask=m_v)
 
 
@@ -107,10 +110,12 @@ def fast_tanh(dtype: torch.dtype) -> bool:
 
 
 def softcap_ce_rows_triton(z: torch.Tensor, targets: torch.Tensor, cap: float,
-                           ignore_index: int, grad: bool, block: int | None = None):
+                           ignore_index: int, grad: bool, scale: torch.Tensor | None = None,
+                           block: int | None = None):
     """Per-row loss (n,) fp32 of logits z (n, V); with ``grad`` also dloss/dz, written over
-    z (returned). ``block`` overrides the columns per step (tests use a small one). Logits in
-    bf16 or fp16 get the hardware tanh (see the module's docstring), fp32 ones the exact."""
+    z (returned), times ``scale`` (a one-element fp32 tensor on z's device) if given.
+    ``block`` overrides the columns per step (tests use a small one). Logits in bf16 or
+    fp16 get the hardware tanh (see the module's docstring), fp32 ones the exact."""
     n, V = z.shape
     if z.stride(1) != 1:
         raise ValueError("z must have unit stride along the vocabulary (a row-major chunk)")
@@ -119,7 +124,7 @@ def softcap_ce_rows_triton(z: torch.Tensor, targets: torch.Tensor, cap: float,
         return loss, (z if grad else None)
     BV = block or min(MAX_BLOCK, triton.next_power_of_2(V))
     _softcap_ce_rows_kernel[(n,)](
-        z, targets, loss, V, z.stride(0), float(cap), 1.0 / cap if cap > 0 else 0.0,
-        int(ignore_index), HAS_CAP=cap > 0, FAST=fast_tanh(z.dtype), GRAD=grad, BV=BV,
-        num_warps=8)
+        z, targets, loss, loss if scale is None else scale, V, z.stride(0), float(cap),
+        1.0 / cap if cap > 0 else 0.0, int(ignore_index), HAS_CAP=cap > 0,
+        FAST=fast_tanh(z.dtype), GRAD=grad, SCALE=scale is not None, BV=BV, num_warps=8)
     return loss, (z if grad else None)

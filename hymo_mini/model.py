@@ -40,8 +40,9 @@ Readings chosen where the document is wrong or contradicts itself (the book show
 * **The loss's two paths** (``config.loss_impl``). "plain" computes the (b, t, vocab)
   logits of each head and their cross-entropy: the readable reference, and what runs on a
   CPU by default. "chunked" computes the same losses and gradients without materialising
-  the logits (:func:`hymo_mini.loss.linear_softcap_cross_entropy`); "auto" (the default)
-  takes it on a CUDA GPU, where the plain path's fp32 logits cost gigabytes.
+  the logits (:func:`hymo_mini.loss.linear_softcap_cross_entropy_heads`, all heads in one
+  call); "auto" (the default) takes it on a CUDA GPU, where the plain path's fp32 logits
+  cost gigabytes.
 * **Gradient checkpointing** (section 3.4) is a switch on the model,
   ``model.gradient_checkpointing = True``: each layer is then recomputed in the backward
   pass instead of keeping its activations (training mode only). The MoE routing
@@ -60,7 +61,7 @@ from torch.utils.checkpoint import checkpoint
 
 from hymo_mini.blocks import GDNBlock, MLABlock, sublayers
 from hymo_mini.config import HyMoConfig, ModelConfig
-from hymo_mini.loss import linear_softcap_cross_entropy, resolve_loss_impl
+from hymo_mini.loss import linear_softcap_cross_entropy_heads, resolve_loss_impl
 from hymo_mini.mhc import ManifoldHyperConnection, collapse, expand
 from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.mtp import MultiTokenPrediction, mtp_losses, mtp_targets
@@ -186,14 +187,16 @@ class HyMo(nn.Module):
         """
         depth = self.config.mtp_depth
         check_tokens(tokens, self.config, min_len=depth + 2)
+        weights = self.config.mtp_loss_weights
         if resolve_loss_impl(self.config.loss_impl, tokens.device) == "chunked":
-            main, *losses = self._chunked_losses(tokens)
+            total, (main, *losses) = self._chunked_losses(tokens)
         else:
             main, *losses = self._plain_losses(tokens)
-        total, parts = main, {"main": main.detach()}
-        weights = self.config.mtp_loss_weights
-        for d, (ce, w) in enumerate(zip(losses, weights, strict=True), start=1):
-            total = total + w * ce
+            total = main
+            for ce, w in zip(losses, weights, strict=True):
+                total = total + w * ce
+        parts = {"main": main.detach()}
+        for d, ce in enumerate(losses, start=1):
             parts[f"mtp_{d}"] = ce.detach()
         return total, parts
 
@@ -207,18 +210,20 @@ class HyMo(nn.Module):
             losses += mtp_losses(mtp_logits, tokens)  # scored where a target exists
         return losses
 
-    def _chunked_losses(self, tokens: torch.Tensor) -> list[torch.Tensor]:
-        """The same list without any (b, t, V) tensor: each head's loss chunk by chunk,
-        on the positions that have a target."""
+    def _chunked_losses(self, tokens: torch.Tensor):
+        """(total, [main CE, CE_1, ...] detached) without any (b, t, V) tensor: every head
+        chunk by chunk on the positions that have a target, in one call that shares the
+        tied weight's cast and its gradient buffer."""
         hidden = self.run_layers(self.embed(tokens))  # (b, t, dim)
-        head = partial(linear_softcap_cross_entropy, weight=self.head.weight,
-                       softcap=self.config.logit_softcap)
-        losses = [head(self.norm(hidden[:, :-1]), targets=tokens[:, 1:])]
+        hiddens, targets = [self.norm(hidden[:, :-1])], [tokens[:, 1:]]
         if self.mtp is not None:
             for d, h in enumerate(self.mtp(hidden, tokens, self.embed), start=1):
-                n, targets = mtp_targets(tokens, d)  # h (b, T-d, dim): n have a target
-                losses.append(head(self.norm(h[:, :n]), targets=targets))
-        return losses
+                n, t = mtp_targets(tokens, d)  # h (b, T-d, dim): n have a target
+                hiddens.append(self.norm(h[:, :n]))
+                targets.append(t)
+        lambdas = [1.0, *self.config.mtp_loss_weights[:len(hiddens) - 1]]
+        return linear_softcap_cross_entropy_heads(hiddens, self.head.weight, targets,
+                                                  self.config.logit_softcap, lambdas)
 
     @torch.no_grad()
     def update_moe_biases(self) -> None:

@@ -13,6 +13,7 @@ import triton.language as tl
 from hymo_mini.config import ConfigError, ModelConfig, load_config, replace
 from hymo_mini.loss import (
     linear_softcap_cross_entropy,
+    linear_softcap_cross_entropy_heads,
     plain_softcap_cross_entropy,
     resolve_loss_impl,
     softcap_ce_rows_torch,
@@ -96,6 +97,12 @@ def test_triton_rows_over_several_blocks(dtype, cap):
     assert not dz[4].any()
     loss_only, none = softcap_ce_rows_triton(z.clone(), t, cap, -100, grad=False, block=64)
     assert none is None and rel(loss_only, loss_ref) < tol
+    scale = torch.full((1,), 0.037, device=TRITON_DEVICE)  # dz times a scale, before rounding
+    _, dzs_ref = softcap_ce_rows_torch(z, t, cap, -100, grad=True, scale=scale)
+    _, dzs = softcap_ce_rows_triton(z.clone(), t, cap, -100, grad=True, scale=scale, block=64)
+    assert rel(dzs_ref.float(), 0.037 * dz_ref.float()) < (1e-6 if dtype == torch.float32
+                                                          else 1e-2)
+    assert rel(dzs.float(), dzs_ref.float()) < (1e-6 if dtype == torch.float32 else 1e-2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the hardware tanh needs a CUDA GPU")
@@ -115,6 +122,59 @@ def _tanh_probe(x, y, N, BLOCK: tl.constexpr):
     o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = o < N
     tl.store(y + o, _tanh(tl.load(x + o, mask=m, other=0.0), True), mask=m)
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=pytest.mark.triton)])
+def test_heads_equal_the_weighted_sum_of_plain_losses(backend):
+    """Three heads on one weight (rows 37, 20 and 9, some ignored) in one call: the
+    weighted total, each head's mean, and every gradient, against the plain losses."""
+    device = on(backend)
+    heads = [inputs(N=n, ignored=ig, device=device) for n, ig in
+             ((37, (3, 10)), (20, ()), (9, (0, 1, 2)))]
+    w = heads[0][1]
+    hs, ts = [h for h, _, _ in heads], [t for _, _, t in heads]
+    lambdas = [1.0, 0.3, 0.15]
+    refs = [plain_softcap_cross_entropy(h, w, t, 15.0) for h, t in zip(hs, ts, strict=True)]
+    ref = sum(lam * r for lam, r in zip(lambdas, refs, strict=True))
+    ref_grads = torch.autograd.grad(ref * 0.5, (*hs, w))
+    total, means = linear_softcap_cross_entropy_heads(hs, w, ts, 15.0, lambdas, chunk_rows=8,
+                                                      backend=backend)
+    grads = torch.autograd.grad(total * 0.5, (*hs, w))
+    assert rel(total, ref) < 1e-6
+    assert all(not m.requires_grad and rel(m, r) < 1e-6 for m, r in zip(means, refs,
+                                                                          strict=True))
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert rel(g, r) < 1e-5
+
+
+def test_heads_in_fp16_scale_after_the_loop():
+    """fp16 logits keep their gradients unscaled in the loop (their range would lose the
+    small ones once divided by the row count) and are scaled afterwards."""
+    hs, ts = [], []
+    for n in (30, 11):
+        h, w, t = inputs(N=n, scale=1.0)
+        hs.append(h.detach().half().requires_grad_())
+        ts.append(t)
+    w = w.detach().half().requires_grad_()
+    lambdas = [1.0, 0.5]
+    total, _ = linear_softcap_cross_entropy_heads(hs, w, ts, 15.0, lambdas, chunk_rows=7)
+    grads = torch.autograd.grad(total, (*hs, w))
+    hd, wd = [h.detach().double().requires_grad_() for h in hs], w.detach().double()
+    wd.requires_grad_()
+    ref = sum(lam * plain_softcap_cross_entropy(h, wd, t, 15.0)
+              for lam, h, t in zip(lambdas, hd, ts, strict=True))
+    ref_grads = torch.autograd.grad(ref, (*hd, wd))
+    assert rel(total, ref) < 1e-3
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert g.dtype == torch.float16 and rel(g, r) < 1e-2
+
+
+def test_heads_check_their_lists():
+    h, w, t = inputs()
+    with pytest.raises(ValueError, match=r"non-empty and of one length, got 1, 1 and 2"):
+        linear_softcap_cross_entropy_heads([h], w, [t], 15.0, [1.0, 0.5])
+    with pytest.raises(ValueError, match=r"got 0, 0 and 0"):
+        linear_softcap_cross_entropy_heads([], w, [], 15.0, [])
 
 
 def test_no_grad_computes_the_loss_alone():
