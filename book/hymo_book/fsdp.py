@@ -71,8 +71,10 @@ def _measured_here(preset: str) -> tuple:
 
 
 def head_buffers(preset: str) -> int:
-    """Bytes of the chunked loss's weight-gradient buffers of ``preset``: one (V, d) bf16
-    buffer per head depth (the main head and each MTP depth), whatever the tokens."""
+    """Bytes of the weight-gradient buffers that the chunked loss of the committed FSDP run
+    kept for ``preset``: one (V, d) bf16 buffer per head depth (the main head and each MTP
+    depth), whatever the tokens. The loss now shares one fp32 buffer among all heads; this
+    counts what that run's code kept, to correct its single-probe measurement."""
     m = load_config(preset).model
     return (1 + m.mtp_depth) * m.vocab_size * m.dim * 2
 

@@ -232,22 +232,28 @@ FIGURES = {"train_loss_curve.png": train_curve_figure}
 
 def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = GLA_CONFIGS["chunk"],
                 block: int = GLA_CONFIGS["block"]) -> dict:
-    """What the two memory changes stop keeping for the backward, by count (bytes): per MoE
-    layer, the rows gathered for the experts (k·n × dim), the expert weights cast to bf16
-    (3 · E · inter · dim), SiLU(x W1) with the SwiGLU product (2 · k·n × inter) and the
-    output rows in token order (k·n × dim), all bf16; per GDN layer, under block states
-    rebuilt, the states of every ``block``-step block less those of every ``chunk``-step
-    chunk (H · S · D fp32 each, per sequence)."""
+    """What the memory changes stop keeping for the backward, by count (bytes, bf16 unless
+    said). Per MoE layer, what ``routed_grouped`` rebuilds today (``per_moe_layer``): the
+    rows gathered for the experts (k·n × dim) and SiLU(x W1) with the SwiGLU product
+    (2 · k·n × inter). The first form of the change, in the runs of ``MEMORY_RUNS`` [b] to
+    [f], freed two more (``earlier_moe_layer``): the expert weights cast to bf16
+    (3 · E · inter · dim), which the grouped path keeps again since (casting them a second
+    time in the backward cost more time than the memory was worth), and the output rows in
+    token order (k·n × dim), which the backward now does without, keeping the experts'
+    output y (as large) in their place. Per GDN layer, under block states rebuilt, the
+    states of every ``block``-step block less those of every ``chunk``-step chunk
+    (H · S · D fp32 each, per sequence)."""
     n, k, E = B * T, config.n_activated_experts, config.n_routed_experts
     n_moe = len(config.mla_positions)
     state = config.gdn_n_heads * config.gdn_d_state * config.gdn_headdim * 4 * B
     per_moe = {"gathered rows": k * n * config.dim * 2,
-               "expert weights in bf16": 3 * E * config.moe_inter_dim * config.dim * 2,
-               "SiLU(x W1) and the product": 2 * k * n * config.moe_inter_dim * 2,
+               "SiLU(x W1) and the product": 2 * k * n * config.moe_inter_dim * 2}
+    earlier = {**per_moe, "expert weights in bf16": 3 * E * config.moe_inter_dim * config.dim * 2,
                "output rows in token order": k * n * config.dim * 2}
     blocks = -(-T // block) - -(-T // chunk)
-    return {"per_moe_layer": per_moe, "moe_layers": n_moe,
+    return {"per_moe_layer": per_moe, "earlier_moe_layer": earlier, "moe_layers": n_moe,
             "moe_total": n_moe * sum(per_moe.values()),
+            "earlier_moe_total": n_moe * sum(earlier.values()),
             "per_gdn_layer": blocks * state, "gdn_layers": config.n_layers - n_moe,
             "gdn_total": (config.n_layers - n_moe) * blocks * state}
 

@@ -132,7 +132,7 @@ def activation_bytes_per_token(config: ModelConfig | HyMoConfig, *, device="cpu"
     ``gdn`` and ``mla`` (one block of each), ``mtp`` (all MTP blocks) and ``head`` (the final
     norm, the head and the losses of the main and MTP depths): bytes per token; ``gdn_fixed``,
     ``mla_fixed``, ``mtp_fixed``, ``head_fixed``: bytes kept whatever the number of tokens (the
-    chunked loss keeps a (V, d) weight-gradient buffer per depth). Measured on a model with the
+    chunked loss keeps one fp32 (V, d) weight-gradient buffer for all its heads). Measured on a model with the
     config's widths and one block of each kind, on ``device`` with its backends, in ``dtype``
     (FSDP's compute dtype), at two lengths, ``tokens`` and ``2 * tokens``: the slope is the
     per-token part, the rest the fixed part. Both are linear in the tokens (flash-style

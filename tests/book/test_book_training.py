@@ -73,11 +73,11 @@ def test_the_profile_figure_has_a_hatched_bar_series_per_path():
     assert len(ax.containers) == 2
 
 
-def test_freed_bytes_are_what_the_grouped_path_would_keep():
+def test_freed_bytes_are_what_the_grouped_path_would_keep(monkeypatch):
     """The MoE items of freed_bytes, against the bf16 tensors routed_grouped saves for its
-    backward without recomputation (hymo_mini's tiny config, under CPU autocast): those
-    items plus what it keeps either way, x W1, x W3, the third product's output and the
-    combine weights."""
+    backward (hymo_mini's tiny config, under CPU autocast): with its rebuilds, x W1, x W3,
+    the experts' weights in bf16, the third product's output y and the combine weights;
+    without them, those items more (the output rows in token order taking y's place)."""
     import torch
 
     from hymo_mini import moe_dispatch
@@ -92,21 +92,40 @@ def test_freed_bytes_are_what_the_grouped_path_would_keep():
     moe = DeepSeekMoE(config)
     x = torch.randn(B * T, config.dim, requires_grad=True)
     routing = moe.route(x.detach())
-    saved = {}
 
-    def pack(t):
-        if t.dtype == torch.bfloat16:
-            saved[(t.data_ptr(), tuple(t.shape))] = t.numel() * t.element_size()
-        return t
+    def saved_bf16(recompute, monkeypatch):
+        saved = {}
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            moe_dispatch.routed_grouped(x, routing, moe.experts, recompute=False)
-    n, k = B * T, config.n_activated_experts
-    kept_anyway = (2 * (k * n * config.moe_inter_dim * 2) + k * n * config.dim * 2
-                   + n * k * 2)
+        def count(t):
+            if t.dtype == torch.bfloat16:
+                saved[(t.data_ptr(), tuple(t.shape))] = t.numel() * t.element_size()
+
+        def pack(t):
+            count(t)
+            return t
+
+        rebuilt_pack = moe_dispatch._Rebuilt.pack
+
+        def pack_rebuilt(self, t):  # the path's own hooks are innermost: count what they
+            fn, kept = rebuilt_pack(self, t)  # keep, a tensor or a rebuild's sources
+            for source in ([kept] if fn is None else kept[0]):
+                count(source)
+            return fn, kept
+
+        monkeypatch.setattr(moe_dispatch._Rebuilt, "pack", pack_rebuilt)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                moe_dispatch.routed_grouped(x, routing, moe.experts, recompute=recompute)
+        return sum(saved.values())
+
+    n, k, E = B * T, config.n_activated_experts, config.n_routed_experts
     freed = training.freed_bytes(config, B, T)
-    assert sum(saved.values()) == sum(freed["per_moe_layer"].values()) + kept_anyway
+    earlier = freed["earlier_moe_layer"]
+    kept = (2 * (k * n * config.moe_inter_dim * 2) + k * n * config.dim * 2 + n * k * 2
+            + earlier["expert weights in bf16"])  # x W1, x W3, y, combine weights, weights
+    assert earlier["expert weights in bf16"] == 3 * E * config.moe_inter_dim * config.dim * 2
+    assert saved_bf16(True, monkeypatch) == kept
+    assert saved_bf16(False, monkeypatch) == kept + sum(freed["per_moe_layer"].values())
     assert freed["moe_layers"] == len(config.mla_positions)
 
 
