@@ -24,6 +24,7 @@ from hymo_mini.model import HyMo, build_hymo
 from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.optim import build_optimizer, clip_and_step, optimizer_groups
 from hymo_mini.params import count_params
+from hymo_mini.train.cuda_graph import GraphedStep
 
 PEER = dict(vocab=64_256, dim=1024, layers=24, inter=2816, heads=16)
 
@@ -37,21 +38,24 @@ class Built:
     info: dict = field(default_factory=dict)
     labels: tuple = ()  # (owner, attribute, label) functions to label while profiling
     named: dict = field(default_factory=dict)  # module -> label
+    profile_step: object = None  # the step to profile, if not ``step`` (a graphed step's
+    # eager twin: a replay runs no Python, so no kernel would carry a component's label)
 
 
 def record(name: str):
     return torch.profiler.record_function(PREFIX + name)
 
 
-def fused_adamw(model, config: OptimizerConfig):
-    """torch.optim.AdamW, fused, with hymo_mini's decay groups."""
+def fused_adamw(model, config: OptimizerConfig, capturable: bool = False):
+    """torch.optim.AdamW, fused, with hymo_mini's decay groups (``capturable`` for a step
+    replayed as a CUDA graph)."""
     groups = []
     for g in optimizer_groups(model, "adamw").param_groups():
         decay = config.weight_decay if g["weight_decay_on"] else 0.0
         groups.append({"params": g["params"], "weight_decay": decay})
     fused = next(model.parameters()).is_cuda
     return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps,
-                             fused=fused)
+                             fused=fused, capturable=capturable)
 
 
 def _train_step(model, optimizer, loss_fn, after=None, clip="plain"):
@@ -81,18 +85,25 @@ def hymo_config(preset: str, T: int, switches: dict) -> ModelConfig:
     return replace(load_config(preset).model, max_seq_len=T, **switches)
 
 
-def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain") -> Built:
+def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain",
+                    graph=False) -> Built:
+    """``graph``: the step replayed as one CUDA graph (hymo_mini.train.cuda_graph), its
+    eager twin profiled."""
+    if graph and optimizer != "adamw":
+        raise ValueError("graph=True needs the fused AdamW (capturable); got "
+                         f"optimizer={optimizer!r}")
     config = hymo_config(preset, T, switches)
     torch.manual_seed(0)
     with torch.device(device):
         model = build_hymo(config)
     model.train()
     opt_config = load_config(preset).optimizer
-    opt = (fused_adamw(model, opt_config) if optimizer == "adamw"
+    opt = (fused_adamw(model, opt_config, capturable=graph) if optimizer == "adamw"
            else build_optimizer(model, replace(opt_config, name="muon")))
     gen = torch.Generator(device).manual_seed(1)
     tokens = torch.randint(0, config.vocab_size, (B, T), device=device, generator=gen)
-    step = _train_step(model, opt, lambda: model.loss(tokens)[0], model.update_moe_biases, clip)
+    eager = _train_step(model, opt, lambda: model.loss(tokens)[0], model.update_moe_biases, clip)
+    step = GraphedStep(eager, optimizers=(opt,)) if graph else eager
     active = count_params(config).active
     info = {"config": {k: getattr(config, k) for k in
                        ("mla_every", "loss_impl", "gdn_impl", "mla_impl", "gdn_backend",
@@ -100,14 +111,15 @@ def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain") -> 
                        if hasattr(config, k)},
             "optimizer": "fused AdamW" if optimizer == "adamw" else
             f"Muon split (MuonAdamW, normuon={opt_config.normuon})",
-            "clip": clip,
+            "clip": clip, "cuda_graph": graph,
             "params_stored": count_params(config).stored, "params_active": active,
             "n_active_no_embed": active - config.vocab_size * config.dim,
             "flops": "3 x hymo_mini.flops.forward_flops (MTP included)"}
     labels = [(hymo_model, "_cross_entropy", "loss"), (hymo_model, "mtp_losses", "loss"),
               (hymo_model, "linear_softcap_cross_entropy_heads", "loss"), (HyMo, "logits", "loss")]
     return Built(model, opt, step, 3 * forward_flops(config, T)["total"], info, tuple(labels),
-                 {model.norm: "loss", model.embed: "embedding"})
+                 {model.norm: "loss", model.embed: "embedding"},
+                 profile_step=eager if graph else None)
 
 
 def _peer_flops(n_no_embed: int, T: int, attention: bool, p: dict) -> float:

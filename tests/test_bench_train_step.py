@@ -34,7 +34,7 @@ def test_smoke_run_writes_the_report(tmp_path, monkeypatch):
     parts = fast["profile"]["components_ms"]
     assert {"gdn_other", "mla_attention", "moe", "loss", "optimizer"} <= set(parts)
     assert set(report["ratios"]) == {"hybrid_fast_eager_gdn_b4t4096 / hybrid_reference_b4t4096"}
-    assert report["targets_hybrid_b4t4096"] == {}  # no hybrid_fast_b4t4096 in this run
+    assert not any(k.startswith("targets") for k in report)  # no hybrid_fast_*_b4t4096 here
 
 
 def test_kernel_kinds():

@@ -132,11 +132,12 @@ def activation_bytes_per_token(config: ModelConfig | HyMoConfig, *, device="cpu"
     ``gdn`` and ``mla`` (one block of each), ``mtp`` (all MTP blocks) and ``head`` (the final
     norm, the head and the losses of the main and MTP depths): bytes per token; ``gdn_fixed``,
     ``mla_fixed``, ``mtp_fixed``, ``head_fixed``: bytes kept whatever the number of tokens (the
-    chunked loss keeps one fp32 (V, d) weight-gradient buffer for all its heads). Measured on a model with the
-    config's widths and one block of each kind, on ``device`` with its backends, in ``dtype``
-    (FSDP's compute dtype), at two lengths, ``tokens`` and ``2 * tokens``: the slope is the
-    per-token part, the rest the fixed part. Both are linear in the tokens (flash-style
-    attention keeps O(T) per query head, the GDN kernels keep chunk states)."""
+    chunked loss keeps one fp32 (V, d) weight-gradient buffer for all its heads). Measured on
+    a model with the config's widths and one block of each kind, on ``device`` with its
+    backends, in ``dtype`` (FSDP's compute dtype), at two lengths, ``tokens`` and
+    ``2 * tokens``: the slope is the per-token part, the rest the fixed part. Both are linear
+    in the tokens (flash-style attention keeps O(T) per query head, the GDN kernels keep
+    chunk states)."""
     if not (isinstance(tokens, int) and tokens >= 1):
         raise ValueError(f"tokens must be a whole number >= 1, got {tokens!r}")
     m = config.model if isinstance(config, HyMoConfig) else config
