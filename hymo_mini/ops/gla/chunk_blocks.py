@@ -15,6 +15,8 @@ from hymo_mini.ops.gla.chunk_states import _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
 
+LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x · log2(e))
+
 # --------------------------------------------------------------------------------------
 # Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);
 # states (B·H, NC, S, D) fp32. Step t of (i_b, i_h) is row (i_b·T + t)·H + i_h.
@@ -47,11 +49,12 @@ def _level(b_l, o_i, k: tl.constexpr):
 
 
 @triton.jit
-def _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT: tl.constexpr, GRAD: tl.constexpr,
+def _intra(b_c, b_b, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr, GRAD: tl.constexpr,
            PRECISION: tl.constexpr):
     """The block's decay-weighted attention W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t,
     level by level (see _level): W = diag(c · b) + Σ_k mask_k ⊙ (c ⊙ X_k)(b ⊙ X_k)^T with
-    X_k = exp(gap_k A) ≤ 1, four tl.dot calls and 4·BT·BS exponentials, where the direct
+    X_k = exp(gap_k A) = exp2(gap_k A2) ≤ 1 (b_A2 = A log2(e), the rates in base 2: exp2
+    is one instruction), four tl.dot calls and 4·BT·BS exponentials, where the direct
     [BT, BT, BS] tensor of decays takes BT·BT·BS and no tensor cores. Nothing overflows:
     every factor is at most one, and one that underflows to zero belongs to a pair whose
     true weight is below 1e-38 too. If GRAD, also the in-block parts (pairs s < t) of
@@ -62,7 +65,7 @@ def _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT: tl.constexpr, GRAD: tl.constex
     b_db = tl.zeros_like(b_b)
     for k in tl.static_range(LOG2_BT):
         b_gap, m_k = _level(b_l, o_i, k)
-        b_X = tl.exp(b_gap[:, None] * b_A[None, :])  # [BT, BS] in [0, 1]
+        b_X = tl.exp2(b_gap[:, None] * b_A2[None, :])  # [BT, BS] in [0, 1]
         b_cX, b_bX = b_c * b_X, b_b * b_X
         b_W += tl.where(m_k, tl.dot(b_cX, tl.trans(b_bX), input_precision=PRECISION), 0.0)
         if GRAD:
@@ -88,7 +91,7 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]
     o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
                   other=0.0)  # [BS, BD] fp32, the state the chunk starts with
     row0 = i_b.to(tl.int64) * T * H + i_h
@@ -105,15 +108,15 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
         if STORE_O:
             # read the state the block starts with, then the block itself
             b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-            b_cH = b_c * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
+            b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
             b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-            b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A, o_i, LOG2_BT, False, PRECISION)
+            b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
             b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
             p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
             tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
         # hand the state to the next block
-        b_bH = b_b * tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS]
-        b_h = b_h * tl.exp(b_lend * b_A)[:, None]
+        b_bH = b_b * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS]
+        b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
         b_h += tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
 
 
@@ -154,7 +157,8 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
         b_M = tl.where(o_i[:, None] > o_i[None, :], b_M, 0.0)  # pairs s < t
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A, o_i, LOG2_BT, True, PRECISION)
+        b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A * LOG2E, o_i, LOG2_BT, True,
+                                   PRECISION)
         # dv: the pairs, then the writes carried to the block end
         b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
         b_eb = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> block end

@@ -168,16 +168,17 @@ def _check_blocking(BC: int, BT: int, block_states: str) -> None:
 
 
 def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
-    """The output kernel: o (if store_o) and, if hb is not hs, each block's start state."""
+    """The output kernel: o (if store_o) and, if hb is not hs, each block's start state.
+    Every launch option in CONFIGS["output_fwd"] is passed on (num_warps, num_stages, and
+    e.g. maxnreg, a cap on the registers per thread that lets more programs share an SM)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
     BC, BT = _config("chunk"), _config("block")
     BS, BD = _blocks(S, D)
-    cfg = _config("output_fwd")
     _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
         v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
         LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs, STORE_O=store_o,
-        PRECISION=precision, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        PRECISION=precision, **_config("output_fwd"))
 
 
 def _new_block_states(v, S):
