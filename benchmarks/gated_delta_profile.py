@@ -18,6 +18,10 @@ setting's (relative RMS below 1e-3). The settings are restored afterwards.
 
 With --gla-forward: the gla kernel's forward alone in bf16, fp32 with TF32 products and fp32,
 its do_bench time against the sum of its launches' device times and a copy of its bytes.
+With --gla-forward-changes: the same at each given change of the gla kernel's CONFIGS.
+
+    python3 benchmarks/gated_delta_profile.py --dtypes --no-sweep --gla-forward-changes '{}' \
+        '{"output_fwd": {"num_warps": 2, "num_stages": 1}}'
 
 With --group-sweep G1 G2 ... (e.g. 16 32 64 128): for each --group-shapes and --dtypes, the
 chunk-to-chunk passes as one walk (CONFIGS["group"]["below"] = 0) and then over groups of
@@ -86,7 +90,7 @@ def compiled_info(modules=(chunk_kernels, chunk_states), names=tuple(KERNELS)) -
 
 GLA_VARIANTS = [  # changes to the gla kernel's CONFIGS; the first ({}) is the current setting
     {}, {"block_states": "recompute"}, {"chunk_bwd": dict(num_warps=2, num_stages=1)},
-    {"chunk": 16}]  # one block per chunk: no walk in the output kernel, a 4x longer scan
+    {"chunk": 16}]  # one block per chunk: no earlier blocks to read, a 4x longer scan
 
 
 def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
@@ -160,6 +164,24 @@ def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float
             torch.backends.cuda.matmul.allow_tf32 = False
         print("  gla forward", name, out[name], flush=True)
     return out
+
+
+def gla_forward_changes(shape, device, changes) -> dict:
+    """gla_forward_report at each change of the gla kernel's CONFIGS (e.g. the output
+    kernel's warps, or its maxnreg), then the registers and spills of every variant of its
+    kernels compiled; the settings are restored."""
+    saved, rows = copy.deepcopy(gtc.CONFIGS), []
+    try:
+        for change in changes:
+            gtc.CONFIGS.clear()
+            gtc.CONFIGS.update(copy.deepcopy(saved))
+            gtc.CONFIGS.update(copy.deepcopy(change))
+            print("  gla forward change", change, flush=True)
+            rows.append({"change": change, "forward": gla_forward_report(shape, device)})
+    finally:
+        gtc.CONFIGS.clear()
+        gtc.CONFIGS.update(saved)
+    return {"changes": rows, "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
 
 
 class Case:
@@ -289,6 +311,11 @@ def main(argv=None):
     parser.add_argument("--gla-forward", action="store_true",
                         help="the gla kernel's forward alone: do_bench against its launches' "
                              "device time, per dtype (gla_forward_report)")
+    parser.add_argument("--gla-forward-changes", nargs="*", default=[], metavar="JSON",
+                        help="changes to the gla kernel's CONFIGS, each a JSON object "
+                             "(e.g. '{}' and '{\"output_fwd\": {\"num_warps\": 1, "
+                             "\"num_stages\": 1, \"maxnreg\": 128}}'): --gla-forward "
+                             "at each (gla_forward_changes)")
     parser.add_argument("--best-out", default=None, help="write the best setting here (JSON)")
     parser.add_argument("--gla-best-out", default=None,
                         help="write the gla change with the least forward + backward (JSON)")
@@ -324,6 +351,11 @@ def main(argv=None):
         save()
     if args.gla_forward:
         report["gla_forward"] = gla_forward_report(args.shape, device)
+        save()
+    if args.gla_forward_changes:
+        report["gla_forward_changes"] = gla_forward_changes(
+            args.shape, device, [json.loads(c) for c in args.gla_forward_changes])
+        print("gla forward compiled", report["gla_forward_changes"]["compiled"], flush=True)
         save()
     if args.group_sweep:
         report["group_sweep"] = group_sweep(args.group_shapes, args.dtypes, args.group_sweep,
