@@ -141,34 +141,21 @@ class GatedDeltaNet(nn.Module):
     def gdn_inputs(self, x: torch.Tensor, start_pos: int = 0):
         """The recurrence's inputs from the mixer input x (b, t, dim). Exposed so the book
         can show each tensor; returns v, b, c, g (decay gate), A, out_gate."""
-        return self._heads(self._conv(x)[0], start_pos)[:6]
-
-    def _projections(self, u: torch.Tensor):
-        """b_proj, c_proj, dt_proj and g_proj of u (and beta_proj for the delta rule).
-        Compiled (gdn_impl), one matmul over their stacked weights: it reads u once and
-        runs as one larger product forward and backward; eager, the four layers."""
-        layers = [self.b_proj, self.c_proj, self.dt_proj, self.g_proj]
-        if self.rule == "delta":
-            layers.append(self.beta_proj)
-        if not torch.compiler.is_compiling():
-            return [layer(u) for layer in layers]
-        stacked = torch.cat([layer.weight for layer in layers])  # (Σ out, inner)
-        return F.linear(u, stacked).split([layer.out_features for layer in layers], dim=-1)
+        return self._heads(self._conv(x)[0], start_pos)
 
     def _heads(self, u: torch.Tensor, start_pos: int = 0):
-        b, c, dt, g_out, *beta = self._projections(u)
         v = rearrange(u, "b t (h d) -> b t h d", h=self.n_heads)
-        b = rearrange(b, "b t (h s) -> b t h s", h=self.n_heads)
-        c = rearrange(c, "b t (h s) -> b t h s", h=self.n_heads)
+        b = rearrange(self.b_proj(u), "b t (h s) -> b t h s", h=self.n_heads)
+        c = rearrange(self.c_proj(u), "b t (h s) -> b t h s", h=self.n_heads)
         if self.rule == "delta":  # unit keys: the erasure I - β b bᵀ is a contraction
             b, c = F.normalize(b, dim=-1), F.normalize(c, dim=-1)
         if self.rope is not None:
             b, c = self.rope(b, start_pos), self.rope(c, start_pos)
-        g = torch.sigmoid(dt + self.dt_bias)  # (b, t, h) in (0, 1)
-        out_gate = reduce(torch.sigmoid(g_out), "b t (h d) -> b t h", "mean", h=self.n_heads)
+        g = torch.sigmoid(self.dt_proj(u) + self.dt_bias)  # (b, t, h) in (0, 1)
+        out_gate = reduce(torch.sigmoid(self.g_proj(u)), "b t (h d) -> b t h", "mean",
+                          h=self.n_heads)
         A = -torch.exp(self.A_log)  # (h, s), strictly negative
-        beta = torch.sigmoid(beta[0]) if beta else None  # (b, t, h) write strength (delta)
-        return v, b, c, g, A, out_gate, beta
+        return v, b, c, g, A, out_gate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._run(x)[0]
@@ -189,7 +176,8 @@ class GatedDeltaNet(nn.Module):
         """Everything before the recurrence, from the mixer input x (b, t, dim):
         ``(v, b, c, g, A, beta or None, out_gate, conv_window)``."""
         u, conv_window = self._conv(x, conv_window)  # (b, t, inner)
-        v, b, c, g, A, out_gate, beta = self._heads(u, start_pos)
+        v, b, c, g, A, out_gate = self._heads(u, start_pos)
+        beta = torch.sigmoid(self.beta_proj(u)) if self.rule == "delta" else None  # (b, t, h)
         return v, b, c, g, A, beta, out_gate, conv_window
 
     def finish(self, o: torch.Tensor, v: torch.Tensor, out_gate: torch.Tensor,
