@@ -1,7 +1,6 @@
-"""The in-chunk kernels of the chunked Triton gla kernel: the output pass (forward), a
-program per 16-step block that reads its chunk's earlier blocks instead of waiting for
-them, and the gradient pass (backward), a program per (chunk, batch, head) that walks the
-chunk's blocks right to left with the state gradient on chip.
+"""The in-chunk kernels of the chunked Triton gla kernel: the output pass (forward) and
+the gradient pass (backward), each a program per (chunk, batch, head) that walks the
+chunk's 16-step blocks with the state (or its gradient) on chip.
 
 ``hymo_mini.ops.gla.chunk_triton`` launches them; its docstring derives both, including
 the levels that keep every decay factor in [0, 1] (``_level``, ``_intra`` here).
@@ -82,57 +81,43 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
                        BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
                        LOG2_BT: tl.constexpr, STORE_HB: tl.constexpr, STORE_O: tl.constexpr,
                        PRECISION: tl.constexpr):
-    """o for one block of one (b, h), waiting for no other block. First H, the state the
-    block starts with, from H_k, the state its chunk starts with, and the writes of the
-    chunk's earlier blocks (L the gate summed from the chunk start, P its sum before the
-    block's first step):  H = exp(P A) ⊙ H_k + Σ_{s before the block} (b_s ⊙ exp((P - L_s)
-    A)) ⊗ v_s,  one [BS, BT] @ [BT, BD] product per earlier block. Then o = (c ⊙ exp(l A))
-    H + W v. If STORE_HB, also stores H. Without STORE_O only H (the backward's
-    recomputation: no c, no outputs)."""
-    i_n, i_bh = tl.program_id(0), tl.program_id(1)  # block i_n of the sequence
+    """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip.
+    If STORE_HB, also the state each block starts with. Without STORE_O only those states
+    (the backward's recomputation: no c, no outputs)."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
-    i_c, i_t = i_n // (BC // BT), i_n % (BC // BT)  # its chunk, and its place in the chunk
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]
     o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
+                  other=0.0)  # [BS, BD] fp32, the state the chunk starts with
     row0 = i_b.to(tl.int64) * T * H + i_h
-    # the writes of the chunk's earlier blocks j = i_t - 1, ..., 0 (all full), decayed to
-    # this block's start: P - L_s = gap_j + (l_end,j - l_s) ≥ 0, so every factor is ≤ 1
-    b_dh = tl.zeros([BS, BD], dtype=tl.float32)
-    b_gap = 0.0  # the gate summed from the end of block j to this block's start
-    for k in range(0, i_t):
-        o_j = (i_n - 1 - k) * BT + o_i
-        m_j = o_j < T
-        b_gj = tl.load(g + row0 + o_j * H, mask=m_j, other=0.0).to(tl.float32)  # [BT]
-        b_lj, b_lendj = _gate_sums(b_gj, o_i, BT)
-        b_bj = _rows(b, row0, o_j, m_j, o_s, m_s, S, H)  # [BT, BS]
-        b_bj *= tl.exp2((b_gap + b_lendj - b_lj)[:, None] * b_A2[None, :])  # ≤ 1
-        b_vj = _rows(v, row0, o_j, m_j, o_d, m_d, D, H)  # [BT, BD]
-        b_dh += tl.dot(tl.trans(b_bj), b_vj, input_precision=PRECISION)  # [BS, BD]
-        b_gap += b_lendj
-    p_hs = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd
-    b_h = tl.load(p_hs, mask=m_h, other=0.0)  # [BS, BD] fp32, H_k
-    b_h = b_h * tl.exp2(b_gap * b_A2)[:, None] + b_dh  # [BS, BD] H, b_gap = P now
-    if STORE_HB:
-        tl.store(hb + (i_bh.to(tl.int64) * NB + i_n) * S * D + o_sd, b_h, mask=m_h)
-    if STORE_O:
-        o_t = i_n * BT + o_i
+    for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
+        if STORE_HB:
+            i_blk = i_c * (BC // BT) + i_t
+            tl.store(hb + (i_bh.to(tl.int64) * NB + i_blk) * S * D + o_sd, b_h, mask=m_h)
+        o_t = i_c * BC + i_t * BT + o_i
         m_t = o_t < T
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, _ = _gate_sums(b_g, o_i, BT)
-        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
         b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        # read the state the block starts with, then the block itself
-        b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
-        b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
-        b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
-        p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
-        tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+        if STORE_O:
+            # read the state the block starts with, then the block itself
+            b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+            b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
+            b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
+            b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
+            b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
+            p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
+            tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+        # hand the state to the next block
+        b_bH = b_b * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS]
+        b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
+        b_h += tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
 
 
 @triton.jit

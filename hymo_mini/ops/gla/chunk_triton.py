@@ -10,17 +10,10 @@ GPU's tensor cores. Two lengths are in play:
   adds on its own, ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s, and a light sequential
   kernel per (batch, head) chains them, H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k
   (``hymo_mini.ops.gla.chunk_states``).
-* **Blocks of BT = 16 steps** are where the decay-weighted attention is computed, a
-  program per (block, batch, head), none waiting for another. With L the gate summed from
-  the chunk start and P its sum before the block's first step, the block starts with
-
-      H = exp(P A) ⊙ H_k + Σ_{s in the chunk, before the block} (b_s ⊙ exp((P - L_s) A)) ⊗ v_s
-
-  (one [S, 16] @ [16, D] product per earlier block of the chunk, at most BC/BT - 1 = 3),
-  and o = (c ⊙ exp(l A)) H + W v, with l the gate summed from the block start. Every
-  exponent is a sum of gates (P - L_s, P, l ≥ 0) times A < 0: no factor exceeds one,
-  nothing overflows. The blocks of a chunk are neighbours in the launch order, so their
-  second reads of H_k and of the earlier blocks can come from L2.
+* **Blocks of BT = 16 steps** are where the decay-weighted attention is computed. A
+  program per (chunk, batch, head) loads H_k and walks its blocks, carrying the state on
+  chip: o = (c ⊙ exp(l A)) H + W v, H ← exp(l_end A) ⊙ H + (b ⊙ exp((l_end - l) A))^T v,
+  with l the gate summed from the block start.
 
 The weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, are where the structure of
 the decay matters. Factored as (c_t exp(l_t A)) · (b_s exp(-l_s A)) they are one tl.dot,
@@ -65,16 +58,16 @@ strong decay. Every term above carries its decay factor, so it is small exactly 
 true gradient is, and the error stays at the level of the products' rounding.
 
 The backward needs the state at each block's start and its gradient at each block's
-end. By default the output kernel stores the block-start states it builds (only when
-autograd will need them). With ``CONFIGS["block_states"] = "recompute"`` the forward
-keeps only the chunk states, a quarter of the memory, and the backward first runs the
-output kernel again without its outputs to rebuild them, for this call only: in a model
-of many layers, only one layer's block states exist at a time. A sequential kernel,
-right to left, stores the gradient at each chunk's end, dH_k ← exp(L_end A) ⊙ dH_{k+1} +
-(c ⊙ exp(L A))^T do; a program per chunk then walks its blocks right to left, carrying
-dH on chip. The backward uses the same levels, with the strictly causal M masked per
-level: the in-block part of dc is Σ_k X_k ⊙ (M_k (b ⊙ X_k)) and of db is
-Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the level's factors.
+end. By default the forward stores the block-start states while it walks the blocks
+(only when autograd will need them). With ``CONFIGS["block_states"] = "recompute"`` it
+keeps only the chunk states, a quarter of the memory, and the backward first walks each
+chunk's blocks again with the output kernel (without its outputs) to rebuild them, for
+this call only: in a model of many layers, only one layer's block states exist at a
+time. A sequential kernel, right to left, stores the gradient at each chunk's end,
+dH_k ← exp(L_end A) ⊙ dH_{k+1} + (c ⊙ exp(L A))^T do; a program per chunk then walks its
+blocks right to left, carrying dH on chip. The backward uses the same levels, with the
+strictly causal M masked per level: the in-block part of dc is Σ_k X_k ⊙ (M_k (b ⊙ X_k))
+and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the level's factors.
 
 Memory: besides the inputs, the forward keeps the block-start states (B·H·⌈T/16⌉·S·D
 fp32) for the backward, or under "recompute" the chunk states (B·H·⌈T/64⌉·S·D); the
@@ -118,7 +111,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # "block_states": how the backward gets the state at each block's start (BLOCK_STATES):
 # "store" keeps them from the forward (B·H·⌈T/BT⌉·S·D fp32 held until the backward);
 # "recompute" keeps only the chunk states (a BC/BT-th of that) and the backward rebuilds
-# the block states from them, one layer at a time, with the output kernel's state part.
+# the block states from them, one layer at a time, with the output kernel's state walk.
 CONFIGS = {
     "chunk": 64,  # BC: steps per stored state
     "block": 16,  # BT: steps per attention block: 16 or 32
@@ -174,16 +167,15 @@ def _check_blocking(BC: int, BT: int, block_states: str) -> None:
                          f"{block_states!r}")
 
 
-def _output_pass(v, b, c, g, A, hs, o, hb, store_o, precision):
-    """The output kernel, a program per block: o (if store_o) and, if hb is not hs, each
-    block's start state. Every launch option in CONFIGS["output_fwd"] is passed on
-    (num_warps, num_stages, and e.g. maxnreg, a cap on the registers per thread that lets
-    more programs share an SM)."""
+def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
+    """The output kernel: o (if store_o) and, if hb is not hs, each block's start state.
+    Every launch option in CONFIGS["output_fwd"] is passed on (num_warps, num_stages, and
+    e.g. maxnreg, a cap on the registers per thread that lets more programs share an SM)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
     BC, BT = _config("chunk"), _config("block")
     BS, BD = _blocks(S, D)
-    _output_fwd_kernel[(triton.cdiv(T, BT), B * H)](
+    _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
         v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
         LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs, STORE_O=store_o,
         PRECISION=precision, **_config("output_fwd"))
@@ -225,7 +217,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
     o = torch.empty_like(v)
     store = for_backward and BT < BC and block_states == "store"
     hb = _new_block_states(v, S) if store else hs
-    _output_pass(v, b, c, g, A, hs, o, hb, True, precision)
+    _block_walk(v, b, c, g, A, hs, o, hb, True, precision)
     if not for_backward:
         return o, None, ht, False
     return o, hb, ht, BT < BC and not store
@@ -238,7 +230,7 @@ def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht):
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     if rebuild:  # hb holds the chunk states: the block states from them (this layer only)
         hs, hb = hb, _new_block_states(v, S)
-        _output_pass(v, b, c, g, A, hs, None, hb, False, precision)
+        _block_walk(v, b, c, g, A, hs, None, hb, False, precision)
     cfg = _config("state_bwd")
     BS, BD, NS, ND = _split(S, D, cfg["split"])
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
