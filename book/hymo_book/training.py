@@ -1,15 +1,17 @@
 """Chapter 17's measured runs: the committed CPU training run, and the whole training step of
-hymo_750m on one GPU (``TRAIN_STEP``: every stack at both shapes, the reference path and both
-peers in one run; ``TRAIN_STEP_EARLIER``, the run of 2026-12-01, for the Muon split and the
-eager GDN block, which the later run left out; the memory runs of 2026-12-02).
+hymo_750m on one GPU (``TRAIN_STEP``: the latest tree's fast path, launched kernel by kernel
+and as one CUDA graph, with the reference path and Llama in one run;
+``TRAIN_STEP_PREVIOUS``: every stack at both shapes, the reference path and both peers in one
+run, the tree before; ``TRAIN_STEP_EARLIER``, the run of 2026-12-01, for the Muon split and
+the eager GDN block, which the later runs left out; the memory runs of 2026-12-02).
 
 The plots of a run are the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this
 module feeds them the committed runs, and turns the GPU report of
 ``benchmarks/train_step.py`` into the chapter's tables and its per-component figure. Every
 table carries the run's caption (file, hardware, versions, date, command); nothing here
 measures. A case of that report is named ``<kind>_b<B>t<T>``: ``hybrid_fast``,
-``hybrid_reference``, ``llama_sdpa``, ``gdn_fast``, ``mla_fast``, ``hybrid_fast_muon``,
-``hybrid_fast_eager_gdn``, ``hybrid_fast_eager_mla``, ``fla_gla``.
+``hybrid_fast_graph``, ``hybrid_reference``, ``llama_sdpa``, ``gdn_fast``, ``mla_fast``,
+``hybrid_fast_muon``, ``hybrid_fast_eager_gdn``, ``hybrid_fast_eager_mla``, ``fla_gla``.
 """
 
 from __future__ import annotations
@@ -26,27 +28,32 @@ from hymo_mini.viz.train_plots import loss_curve
 __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
            "case_config", "model_flops_per_token", "train_step_table", "targets_table",
            "cost_model_table", "step_profile_figure", "COMPONENTS", "FIGURES",
-           "MEMORY_RUNS", "TRAIN_STEP_EARLIER", "TRAIN_STEP_PREVIOUS", "freed_bytes",
+           "MEMORY_RUNS", "TRAIN_STEP_EARLIER", "TRAIN_STEP_PREVIOUS", "TRAIN_STEP_BEFORE_TANH",
+           "freed_bytes",
            "memory_table",
            "latest_targets_table", "busy_valid", "invalid_busy_cases"]
 
-TRAIN_STEP = "train_step_all_h200_2026-12-02b.json"  # every case but the two below, one run
+TRAIN_STEP = "train_step_h200_2026-12-02d.json"  # the latest tree: fast, graphed, reference, Llama
+# every stack at both shapes and both peers, one run, the tree before the latest changes
+TRAIN_STEP_PREVIOUS = "train_step_all_h200_2026-12-02b.json"
 TRAIN_STEP_EARLIER = "train_step_h200_2026-12-01.json"  # has the Muon split and eager GDN
 # the complete run before the compiled experts' activation and the loss kernel's fast tanh
-TRAIN_STEP_PREVIOUS = "train_step_all_h200_2026-12-02.json"
+TRAIN_STEP_BEFORE_TANH = "train_step_all_h200_2026-12-02.json"
 # the fast path at B = 4, T = 4,096 in the runs of 2026-12-02: (file, what the run had)
 MEMORY_RUNS = (
     ("train_step_hybrid_h200_2026-12-02.json", "every MoE tensor kept, block states stored"),
     ("train_step_h200_2026-12-02.json", "MoE checkpointing, block states stored"),
     ("train_step_peer_h200_2026-12-02.json", "MoE checkpointing, block states stored"),
     ("train_step_recompute_h200_2026-12-02.json", "MoE checkpointing, block states rebuilt"),
-    (TRAIN_STEP_PREVIOUS, "MoE saved-tensor hooks, block states stored, MLA compiled"),
-    (TRAIN_STEP, "the same, and the experts' activation compiled, the loss's fast tanh"),
+    (TRAIN_STEP_BEFORE_TANH, "MoE saved-tensor hooks, block states stored, MLA compiled"),
+    (TRAIN_STEP_PREVIOUS, "the same, and the experts' activation compiled, the loss's fast tanh"),
+    (TRAIN_STEP, "the same, the MoE's bf16 weights kept, its rows moved by kernels, one loss call"),
 )
 
 # case kind -> what the table calls it
 KINDS = {
     "hybrid_fast": "hybrid 3:1, fast path",
+    "hybrid_fast_graph": "hybrid 3:1, fast path as one CUDA graph",
     "hybrid_reference": "hybrid 3:1, reference path",
     "hybrid_fast_eager_gdn": "hybrid 3:1, fast path but eager GDN block",
     "hybrid_fast_eager_mla": "hybrid 3:1, fast path but eager MLA attention",
@@ -150,15 +157,26 @@ def _target_value(name: str, value) -> str:
     return f"{value:.2f}×"
 
 
-def targets_table(report: dict, key: str = "targets_hybrid_b4t4096") -> CaptionedTable:
-    """The targets the run was aimed at, each with its measured value and verdict."""
-    targets = report[key]
+def targets_table(report: dict, keys=(("targets_hybrid_b4t4096", "measured"),)
+                  ) -> CaptionedTable:
+    """The targets the run was aimed at, each with its measured value and verdict: one pair
+    of columns per (report key, heading) in ``keys``, e.g. the fast path launched kernel by
+    kernel and replayed as a CUDA graph."""
+    names = list(report[keys[0][0]])
     rows, values = [], []
-    for name, t in targets.items():
-        verdict = {True: "met", False: "missed", None: "not measured"}[t["met"]]
-        rows.append((name, _target_value(name, t["value"]), verdict))
-        values.append({"target": name, **t})
-    table = TextTable(("target (hybrid, B = 4, T = 4,096)", "measured", "verdict"), rows)
+    for name in names:
+        row, value = [name], {"target": name}
+        for key, heading in keys:
+            t = report[key][name]
+            verdict = {True: "met", False: "missed", None: "not measured"}[t["met"]]
+            row += [_target_value(name, t["value"]), verdict]
+            value[heading] = dict(t)
+        rows.append(tuple(row))
+        values.append(value)
+    head = ["target (hybrid, B = 4, T = 4,096)"]
+    for _, heading in keys:
+        head += [heading, "verdict"]
+    table = TextTable(tuple(head), rows)
     return CaptionedTable(table, _caption(report), values)
 
 
@@ -275,18 +293,13 @@ def memory_table(runs=MEMORY_RUNS) -> CaptionedTable:
     return CaptionedTable(table, "\n".join(captions), values)
 
 
-def latest_targets_table(latest: str = TRAIN_STEP, peer: str | None = None) -> CaptionedTable:
-    """The targets as recorded by the latest run; where it has no "faster than fla GLA",
-    that one from ``peer``, a run that timed the fast path beside fla's GLA model (the ratio
-    within that run)."""
+def latest_targets_table(latest: str = TRAIN_STEP) -> CaptionedTable:
+    """The targets as the latest run recorded them: the fast path launched kernel by kernel
+    and, where the run has it, replayed as one CUDA graph."""
     report = load_train_step(latest)
-    targets = {k: dict(v) for k, v in report["targets_hybrid_b4t4096"].items()}
-    if peer is None or targets["faster than fla GLA"]["value"] is not None:
-        return targets_table(report)
-    other = load_train_step(peer)
-    gla = other["targets_hybrid_b4t4096"]["faster than fla GLA"]
-    if gla["value"] is not None:
-        targets["faster than fla GLA"] = dict(gla, run=peer)
-    table = targets_table({**report, "targets_hybrid_b4t4096": targets})
-    table.caption = f"{table.caption}\n{run_caption(other, width=96)}"
-    return table
+    keys = [("targets_hybrid_b4t4096", "fast path")]
+    if "targets_hybrid_graph_b4t4096" in report:
+        keys.append(("targets_hybrid_graph_b4t4096", "as one CUDA graph"))
+    return targets_table(report, tuple(keys))
+
+

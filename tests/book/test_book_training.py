@@ -44,7 +44,7 @@ def test_the_tables_carry_every_case_and_the_caption(tmp_path, monkeypatch):
     assert len(table.rows) == 10 and "test gpu" in table.caption
     assert "790" in str(table)
     targets = training.targets_table(report)
-    assert [t["met"] for t in targets.rows] == [False, True, None]
+    assert [t["measured"]["met"] for t in targets.rows] == [False, True, None]
     assert "not measured" in str(targets) and "missed" in str(targets)
 
 
@@ -142,14 +142,14 @@ def test_freed_bytes_count_the_block_states_beyond_the_chunk_states():
 def test_the_memory_table_and_the_latest_targets_read_the_committed_runs():
     memory = training.memory_table()
     assert [r["file"] for r in memory.rows] == [name for name, _ in training.MEMORY_RUNS]
-    assert all(f"[{m}]" in memory.caption for m in "abcde")
-    targets = {r["target"]: r for r in training.latest_targets_table().rows}
-    assert all(t["value"] is not None for t in targets.values())  # fla GLA in the same run
-    assert targets["peak <= 40 GiB"]["met"] is True
-    # the earlier form: a run without the peer takes that target from one with it
-    filled = {r["target"]: r for r in training.latest_targets_table(
-        "train_step_h200_2026-12-02.json", peer="train_step_peer_h200_2026-12-02.json").rows}
-    assert filled["faster than fla GLA"]["run"] == "train_step_peer_h200_2026-12-02.json"
+    assert all(f"[{m}]" in memory.caption for m in "abcdefg")
+    targets = training.latest_targets_table()
+    assert [h for h in targets.table.header if h != "verdict"][1:] == ["fast path",
+                                                                     "as one CUDA graph"]
+    rows = {r["target"]: r for r in targets.rows}
+    assert rows["peak <= 40 GiB"]["as one CUDA graph"]["met"] is True
+    assert rows["faster than fla GLA"]["fast path"]["value"] is None  # fla not in the run
+    assert "not measured" in str(targets)
 
 
 def test_a_busy_share_over_one_is_not_shown():
