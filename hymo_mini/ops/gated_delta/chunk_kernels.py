@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 # shared with the gla chunk kernel
-from hymo_mini.ops.gla.chunk_blocks import _gate_sums, _intra, _level
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _intra, _level
 from hymo_mini.ops.gla.chunk_states import _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
@@ -57,7 +57,7 @@ def _erasures(b_k, b_beta, b_l, b_A, o_i, BT: tl.constexpr, LOG2_BT: tl.constexp
               PRECISION: tl.constexpr, INVERSE: tl.constexpr):
     """The chunk's erasure matrix: Mk_ts = Σ_n k_tn k_sn E_tsn for s < t [BT, BT], M = β Mk,
     and (I + M)⁻¹ [BT, BT]."""
-    b_KK, _, _ = _intra(b_k, b_k, b_k, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+    b_KK, _, _ = _intra(b_k, b_k, b_k, b_l, b_A * LOG2E, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
     b_Mk = tl.where(o_i[:, None] > o_i[None, :], b_KK, 0.0)  # [BT, BT] pairs s < t
     if INVERSE == "levels":
         b_Ti = _unit_lower_inverse_levels(b_beta[:, None] * b_Mk, o_i, LOG2_BT, PRECISION)
@@ -163,7 +163,7 @@ def _output_kernel(b, c, g, A, hs, u, o, T,
     b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
     p_h = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
     b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] H_0
-    b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+    b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A * LOG2E, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
     b_Qt = b_q * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
     b_o = tl.dot(b_Qt, b_h, input_precision=PRECISION)  # [BT, BD]
     b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
@@ -190,7 +190,7 @@ def _du_local_kernel(b, c, g, A, do, du, T,
     b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+    b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A * LOG2E, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
     b_du = tl.dot(tl.trans(b_P), b_do, input_precision=PRECISION)  # [BT, BD]
     tl.store(du + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_du,
              mask=m_t[:, None] & m_d[None, :])
