@@ -73,6 +73,18 @@ def test_block_states_stored_or_rebuilt(monkeypatch, block_states):
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("block_states", gtc.BLOCK_STATES)
+@pytest.mark.parametrize("T", [85, 102, 119, 128])
+def test_last_block_at_every_place_in_its_chunk(monkeypatch, T, block_states):
+    """The sequence ends in a partial block at each place of a 64-step chunk after the
+    first (T = 64 + 16·i + 5..7; i = 0 is T = 70 above) or on a chunk boundary (128), with
+    the block states stored or rebuilt. Weak decay, so that the earlier blocks' writes
+    count in every later block's output."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=16, block_states=block_states))
+    check(1, T, 2, 32, 20, torch.float32, 0.1, True, True)
+
+
+@pytest.mark.triton
 def test_one_block_per_chunk(monkeypatch):
     """Chunks as short as a block (16 steps): the chunk states are the block states, nothing
     is stored or rebuilt besides them; a ragged last chunk, strong decay."""
