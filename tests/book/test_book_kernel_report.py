@@ -126,7 +126,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 7 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 8 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # each delta target is met where every shape's written verdict is, the worst shape named
     _, picked = kn.delta_entries()
@@ -136,6 +136,10 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
+    latest = next(r for r in summary.rows if r["target"].endswith("the kernel alone, latest"))
+    run = kn.load_result(kn.GLA_FORWARD_RUN)["gla_forward"]["float32_tf32"]
+    assert latest["worst"] == run["fwd_ms"] / run["copy_ms"]
+    assert kn.GLA_FORWARD_RUN in summary.caption
 
 
 def test_the_gla_backward_table_reads_every_variant_of_its_run():
