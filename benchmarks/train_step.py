@@ -193,7 +193,7 @@ def measure(spec, args) -> dict:
         result["peak_reserved_GiB"] = round(torch.cuda.max_memory_reserved() / 2**30, 2)
     if args.profile_steps:
         result["profile"] = profile(built, args.profile_steps, device, args.profile_ops)
-        if built.profile_step is not None:
+        if graphed:
             result["profile"]["profiled"] = "the eager twin of the step (same kernels, launched "\
                 "one by one): the busy share is its kernel time over the graphed step's time"
         result["busy_share"] = result["profile"]["kernel_ms_per_step"] / step_ms
