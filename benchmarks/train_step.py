@@ -26,7 +26,10 @@ union of kernel intervals over the profiled wall time), and where the kernel tim
                            through its eager twin)
     hybrid_reference_*     the reference path: plain loss, eager GDN and MLA blocks and
                            activation, loop MoE
-    llama_sdpa_*, fla_gla_*   the peers (fla last: its kernels autotune on first call)
+    llama_sdpa_*, fla_gla_*   the peers, 1024 wide x 24 layers (fla last: its kernels
+                           autotune on first call)
+    *_matched_*            the same peers as deep as they can be without more parameters
+                           than hymo_750m has active, embeddings aside (29 layers each)
     *_muon, *_eager_gdn    the Muon split; the fast path with the eager GDN block
     *_eager_mla            the fast path with the eager MLA attention
     gdn_fast_*, mla_fast_* the all-GDN (mla_every=0) and all-MLA (mla_every=1) stacks
@@ -81,6 +84,8 @@ FAST = dict(loss_impl="chunked", gdn_impl="compiled", mla_impl="compiled", moe_i
             swiglu_impl="compiled")
 REFERENCE = dict(loss_impl="plain", gdn_impl="eager", mla_impl="eager", moe_impl="loop",
                  swiglu_impl="eager")
+# the peers' case names: 1024 x 24 (the issue's size), and as deep as hymo_750m's active size
+PEERS = ("llama_sdpa", "fla_gla", "llama_sdpa_matched", "fla_gla_matched")
 STACKS = {"hybrid": 4, "gdn": 0, "mla": 1}  # mla_every
 SHAPES = {"b4t4096": (4, 4096), "b1t16384": (1, 16384)}
 
@@ -93,9 +98,9 @@ def case_list(quick: bool, smoke: bool) -> list[tuple[str, dict]]:
         return {"kind": "hymo", "B": B, "T": T, "optimizer": optimizer, "clip": clip,
                 "graph": graph, "switches": dict(switches, mla_every=STACKS[stack])}
 
-    def peer(kind, shape):
+    def peer(kind, shape, layers=None):
         B, T = (2, 64) if smoke else SHAPES[shape]
-        return {"kind": kind, "B": B, "T": T}
+        return {"kind": kind, "B": B, "T": T, "layers": layers}
 
     s4, s16 = "b4t4096", "b1t16384"
     cases = [("hybrid_fast_" + s4, hymo("hybrid", FAST, s4))]
@@ -103,6 +108,8 @@ def case_list(quick: bool, smoke: bool) -> list[tuple[str, dict]]:
         cases.append(("hybrid_fast_graph_" + s4, hymo("hybrid", FAST, s4, graph=True)))
     cases += [("hybrid_reference_" + s4, hymo("hybrid", REFERENCE, s4)),
               ("llama_sdpa_" + s4, peer("llama", s4))]
+    if not smoke:  # the peers at hymo_750m's active size (counted on the meta device)
+        cases.append(("llama_sdpa_matched_" + s4, peer("llama", s4, "matched")))
     if not quick:
         cases += [("hybrid_fast_muon_" + s4, hymo("hybrid", FAST, s4, "muon")),
                   ("hybrid_fast_eager_gdn_" + s4, hymo("hybrid", dict(FAST, gdn_impl="eager"),
@@ -117,6 +124,8 @@ def case_list(quick: bool, smoke: bool) -> list[tuple[str, dict]]:
                   ("hybrid_reference_" + s16, hymo("hybrid", REFERENCE, s16)),
                   ("llama_sdpa_" + s16, peer("llama", s16))]
     cases.append(("fla_gla_" + s4, peer("gla", s4)))
+    if not smoke:
+        cases.append(("fla_gla_matched_" + s4, peer("gla", s4, "matched")))
     return cases
 
 
@@ -127,8 +136,8 @@ def build(spec, device, smoke):
                                device, clip=spec.get("clip", "plain"),
                                graph=spec.get("graph", False))
     if spec["kind"] == "llama":
-        return build_llama(spec["B"], spec["T"], device, small=smoke)
-    return build_gla(spec["B"], spec["T"], device)
+        return build_llama(spec["B"], spec["T"], device, small=smoke, layers=spec.get("layers"))
+    return build_gla(spec["B"], spec["T"], device, layers=spec.get("layers"))
 
 
 def _sync(device):
@@ -224,7 +233,7 @@ def summary(cases: dict) -> dict:
         shape = name.rsplit("_", 1)[-1]
         if not name.startswith(("hybrid", "gdn", "mla")) or "tokens_per_s" not in case:
             continue
-        for other in (f"hybrid_reference_{shape}", f"llama_sdpa_{shape}", f"fla_gla_{shape}"):
+        for other in (f"hybrid_reference_{shape}", *(f"{peer}_{shape}" for peer in PEERS)):
             if other != name and "tokens_per_s" in cases.get(other, {}):
                 out[f"{name} / {other}"] = case["tokens_per_s"] / cases[other]["tokens_per_s"]
     report = {"ratios": out}
@@ -238,11 +247,13 @@ def summary(cases: dict) -> dict:
 def _targets(fast: dict, ratios: dict, name: str) -> dict:
     """The issue's targets for one fast hybrid case at B4 T4096."""
     ratio = {peer: ratios.get(f"{name} / {peer}_b4t4096")
-             for peer in ("hybrid_reference", "llama_sdpa", "fla_gla")}
+             for peer in ("hybrid_reference", *PEERS)}
     checks = {"tokens/s >= 3x the reference": (ratio["hybrid_reference"], 3.0),
               "MFU >= 35%": (fast.get("mfu"), 0.35),
               "faster than HF Llama": (ratio["llama_sdpa"], 1.0),
               "faster than fla GLA": (ratio["fla_gla"], 1.0),
+              "faster than HF Llama at the same active size": (ratio["llama_sdpa_matched"], 1.0),
+              "faster than fla GLA at the same active size": (ratio["fla_gla_matched"], 1.0),
               "GPU busy >= 90%": (fast.get("busy_share"), 0.9)}
     targets = {}
     for what, (value, goal) in checks.items():

@@ -4,7 +4,9 @@ Each builder returns a :class:`Built`: the model, its optimizer, one training st
 (forward under bf16 autocast, backward, clip, optimizer step), the training FLOPs per token
 and how they were counted. Peers: Hugging Face Llama with SDPA attention and fla's
 GLAForCausalLM, both 1024 wide × 24 layers (308 M parameters without embeddings, SwiGLU
-2,816, untied embeddings), the size of the peers in /work/shared/anchors.
+2,816, untied embeddings), the size of the peers in /work/shared/anchors; and the same two
+made as deep as they can be without more parameters than hymo_750m has active (without
+embeddings), the peers at the same active size (``layers="matched"``, :func:`matched_layers`).
 """
 
 from __future__ import annotations
@@ -145,34 +147,92 @@ def _peer(model, B, T, device, attention: bool, what: str, p: dict = PEER) -> Bu
                  named={model.get_output_embeddings(): "loss"})
 
 
-def build_llama(B, T, device, small=False) -> Built:
+def hymo_active_no_embed(preset: str = "hymo_750m") -> int:
+    """The parameters one token uses in ``preset``, less the (tied) embedding."""
+    config = load_config(preset).model
+    return count_params(config).active - config.vocab_size * config.dim
+
+
+def matched_layers(no_embed, target: int) -> int:
+    """The most layers a peer can have without more parameters (embeddings aside) than
+    ``target``: ``no_embed(L)``, the count at L layers, is affine in L, so two counts fix
+    it. Rounding down gives the peer the benefit of the doubt."""
+    one, two = no_embed(1), no_embed(2)
+    per_layer, rest = two - one, one - (two - one)
+    layers = (target - rest) // per_layer
+    if layers < 1:
+        raise ValueError(f"target: {target:,} parameters is less than one peer layer "
+                         f"({per_layer + rest:,}); expected at least that")
+    return int(layers)
+
+
+def _no_embed_on_meta(make, p: dict):
+    """L -> the parameter count, less the untied embedding and head, of make(L) built on
+    the meta device (no memory, no initialisation cost)."""
+    def count(layers: int) -> int:
+        with torch.device("meta"):
+            model = make(layers)
+        return sum(w.numel() for w in model.parameters()) - 2 * p["vocab"] * p["dim"]
+    return count
+
+
+def _resolve_layers(layers, make, p: dict) -> tuple[int, dict]:
+    """(the depth to build, what the info should say about it) for layers = None (the
+    issue's 24), an int, or "matched" (hymo_750m's active size)."""
+    if layers is None:
+        return p["layers"], {}
+    if layers == "matched":
+        target = hymo_active_no_embed()
+        found = matched_layers(_no_embed_on_meta(make, p), target)
+        return found, {"matched_to": {"preset": "hymo_750m", "n_active_no_embed": target,
+                                      "rule": "the most layers without more parameters"}}
+    if isinstance(layers, int) and layers >= 1:
+        return layers, {}
+    raise ValueError(f"layers: expected None, a positive int or 'matched', got {layers!r}")
+
+
+def build_llama(B, T, device, small=False, layers=None) -> Built:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    p = dict(PEER, layers=2, dim=64, inter=128, heads=4) if small else PEER
-    cfg = LlamaConfig(vocab_size=PEER["vocab"], hidden_size=p["dim"],
-                      intermediate_size=p["inter"], num_hidden_layers=p["layers"],
-                      num_attention_heads=p["heads"], num_key_value_heads=p["heads"],
-                      max_position_embeddings=T, tie_word_embeddings=False)
+    p = dict(PEER, layers=2, dim=64, inter=128, heads=4) if small else dict(PEER)
+
+    def make(n_layers):
+        cfg = LlamaConfig(vocab_size=p["vocab"], hidden_size=p["dim"],
+                          intermediate_size=p["inter"], num_hidden_layers=n_layers,
+                          num_attention_heads=p["heads"], num_key_value_heads=p["heads"],
+                          max_position_embeddings=T, tie_word_embeddings=False)
+        try:
+            return LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa",
+                                                 dtype=torch.float32)
+        except TypeError:  # transformers 4: torch_dtype
+            return LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa",
+                                                 torch_dtype=torch.float32)
+
+    p["layers"], matched = _resolve_layers(layers, make, p)
     torch.manual_seed(0)
     with torch.device(device):
-        try:
-            model = LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa",
-                                                  dtype=torch.float32)
-        except TypeError:  # transformers 4: torch_dtype
-            model = LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa",
-                                                  torch_dtype=torch.float32)
-    return _peer(model, B, T, device, True, "transformers LlamaForCausalLM, SDPA attention", p)
+        model = make(p["layers"])
+    built = _peer(model, B, T, device, True, "transformers LlamaForCausalLM, SDPA attention", p)
+    built.info.update(matched)
+    return built
 
 
-def build_gla(B, T, device) -> Built:
+def build_gla(B, T, device, layers=None) -> Built:
     from fla.models import GLAConfig, GLAForCausalLM
 
-    cfg = GLAConfig(hidden_size=PEER["dim"], num_hidden_layers=PEER["layers"],
-                    vocab_size=PEER["vocab"], max_position_embeddings=T)
+    def config(n_layers):
+        return GLAConfig(hidden_size=PEER["dim"], num_hidden_layers=n_layers,
+                         vocab_size=PEER["vocab"], max_position_embeddings=T)
+
+    # fla's defaults: 4 heads (not Llama's 16); the SwiGLU width 2,816 is its default too
+    p = dict(PEER, heads=config(1).num_heads)
+    p["layers"], matched = _resolve_layers(layers, lambda n: GLAForCausalLM(config(n)), p)
     torch.manual_seed(0)
     with torch.device(device):
-        model = GLAForCausalLM(cfg).float()
-    return _peer(model, B, T, device, False, "fla GLAForCausalLM (defaults, chunk mode)")
+        model = GLAForCausalLM(config(p["layers"])).float()
+    built = _peer(model, B, T, device, False, "fla GLAForCausalLM (defaults, chunk mode)", p)
+    built.info.update(matched)
+    return built
 
 
 # ---- agreement checks ----------------------------------------------------------------------

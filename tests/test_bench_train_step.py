@@ -47,3 +47,21 @@ def test_kernel_kinds():
     assert _kind("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_"
                  "cuda(at::TensorIteratorBase&)") == "copy/cast"
     assert _kind("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16") == "attention"
+
+
+def test_matched_layers_rounds_down_and_says_what_is_too_small():
+    """The peers at hymo_750m's active size: the deepest peer not over the target, from
+    two counts of an affine count; the Llama shape of the peers gives 29 layers."""
+    import pytest
+
+    from benchmarks.train_step_cases import hymo_active_no_embed, matched_layers
+
+    llama = lambda layers: 1024 + layers * (4 * 1024**2 + 3 * 1024 * 2816 + 2 * 1024)  # noqa: E731
+    assert llama(24) == 308_331_520  # the issue's peer, without embeddings
+    target = hymo_active_no_embed()
+    assert target == 376_880_640
+    layers = matched_layers(llama, target)
+    assert layers == 29 and llama(layers) <= target < llama(layers + 1)
+    assert matched_layers(llama, llama(7)) == 7  # exactly the target: kept
+    with pytest.raises(ValueError, match="target: 1,000 parameters"):
+        matched_layers(llama, 1000)
