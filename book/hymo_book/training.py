@@ -1,9 +1,10 @@
 """Chapter 17's measured runs: the committed CPU training run, and the whole training step of
 hymo_750m on one GPU (``TRAIN_STEP``: the latest tree's fast path, launched kernel by kernel
-and as one CUDA graph, with the reference path and Llama in one run;
-``TRAIN_STEP_PREVIOUS``: every stack at both shapes, the reference path and both peers in one
-run, the tree before; ``TRAIN_STEP_EARLIER``, the run of 2026-12-01, for the Muon split and
-the eager GDN block, which the later runs left out; the memory runs of 2026-12-02).
+and as one CUDA graph, every stack at both shapes, the reference path and the peers at two
+sizes, in one run; ``PEER_RUNS``: the runs of the same code that timed fla's model, for the
+spread of its tokens/s from machine to machine; ``TRAIN_STEP_PREVIOUS``: the complete run of
+the tree before; ``TRAIN_STEP_EARLIER``, the run of 2026-12-01, for the Muon split and the
+eager GDN block, which the later runs left out; the memory runs of 2026-12-02).
 
 The plots of a run are the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this
 module feeds them the committed runs, and turns the GPU report of
@@ -11,7 +12,8 @@ module feeds them the committed runs, and turns the GPU report of
 table carries the run's caption (file, hardware, versions, date, command); nothing here
 measures. A case of that report is named ``<kind>_b<B>t<T>``: ``hybrid_fast``,
 ``hybrid_fast_graph``, ``hybrid_reference``, ``llama_sdpa``, ``gdn_fast``, ``mla_fast``,
-``hybrid_fast_muon``, ``hybrid_fast_eager_gdn``, ``hybrid_fast_eager_mla``, ``fla_gla``.
+``hybrid_fast_muon``, ``hybrid_fast_eager_gdn``, ``hybrid_fast_eager_mla``, ``fla_gla``, and
+``llama_sdpa_matched``, ``fla_gla_matched`` (the peers as deep as hymo_750m's active size).
 """
 
 from __future__ import annotations
@@ -31,9 +33,14 @@ __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case
            "MEMORY_RUNS", "TRAIN_STEP_EARLIER", "TRAIN_STEP_PREVIOUS", "TRAIN_STEP_BEFORE_TANH",
            "freed_bytes",
            "memory_table",
-           "latest_targets_table", "busy_valid", "invalid_busy_cases"]
+           "latest_targets_table", "busy_valid", "invalid_busy_cases", "PEER_RUNS",
+           "peer_spread_table", "target_value"]
 
-TRAIN_STEP = "train_step_h200_2026-12-02d.json"  # the latest tree: fast, graphed, reference, Llama
+# the latest tree, complete: both forms of the fast path, the reference, every stack, the peers
+TRAIN_STEP = "train_step_all_h200_2026-12-02g.json"
+# the runs of the latest code that timed fla's GLA model, each on its own machine
+PEER_RUNS = ("train_step_h200_2026-12-02e.json", "train_step_all_h200_2026-12-02f.json",
+             TRAIN_STEP, "train_step_h200_2026-12-02h.json")
 # every stack at both shapes and both peers, one run, the tree before the latest changes
 TRAIN_STEP_PREVIOUS = "train_step_all_h200_2026-12-02b.json"
 TRAIN_STEP_EARLIER = "train_step_h200_2026-12-01.json"  # has the Muon split and eager GDN
@@ -58,8 +65,10 @@ KINDS = {
     "hybrid_fast_eager_gdn": "hybrid 3:1, fast path but eager GDN block",
     "hybrid_fast_eager_mla": "hybrid 3:1, fast path but eager MLA attention",
     "hybrid_fast_muon": "hybrid 3:1, fast path, Muon split",
-    "llama_sdpa": "HF Llama (SDPA), the peer",
-    "fla_gla": "fla GLA model, the second peer",
+    "llama_sdpa": "HF Llama (SDPA), 1024 × 24",
+    "fla_gla": "fla GLA model, 1024 × 24",
+    "llama_sdpa_matched": "HF Llama (SDPA), hymo's active size",
+    "fla_gla_matched": "fla GLA model, hymo's active size",
     "gdn_fast": "all-GDN stack, fast path",
     "mla_fast": "all-MLA stack, fast path",
 }
@@ -147,7 +156,7 @@ def train_step_table(report: dict, shapes=((4, 4096), (1, 16384)),
     return CaptionedTable(table, _caption(report), values)
 
 
-def _target_value(name: str, value) -> str:
+def target_value(name: str, value) -> str:
     if value is None:
         return "not measured"
     if "MFU" in name or "busy" in name:
@@ -169,7 +178,7 @@ def targets_table(report: dict, keys=(("targets_hybrid_b4t4096", "measured"),)
         for key, heading in keys:
             t = report[key][name]
             verdict = {True: "met", False: "missed", None: "not measured"}[t["met"]]
-            row += [_target_value(name, t["value"]), verdict]
+            row += [target_value(name, t["value"]), verdict]
             value[heading] = dict(t)
         rows.append(tuple(row))
         values.append(value)
@@ -290,6 +299,37 @@ def memory_table(runs=MEMORY_RUNS) -> CaptionedTable:
         captions.append(run_caption(report, width=96, mark=mark + " "))
     table = TextTable(("run: the fast hybrid with", "peak GiB", "ms per step", "tokens/s"),
                       rows, title="the fast hybrid's memory, B = 4, T = 4,096, one run per row")
+    return CaptionedTable(table, "\n".join(captions), values)
+
+
+def peer_spread_table(runs=PEER_RUNS) -> CaptionedTable:
+    """fla's GLA model, 1024 × 24 and (where the run has it) at hymo's active size, beside the
+    fast hybrid replayed as one CUDA graph, in each run of ``runs`` (one machine each):
+    tokens/s, the GPU's busy share, and the kernel time per step, which leaves out the host:
+    what moves from machine to machine is the host's part."""
+    rows, values, captions = [], [], []
+    for i, name in enumerate(runs):
+        report = load_result(name, need=("cases",))
+        graph = case(report, "hybrid_fast_graph")
+        mark = f"[{i + 1}]"
+        value = {"file": name, "hybrid_fast_graph": graph}
+        for kind in ("fla_gla", "fla_gla_matched"):
+            if f"{kind}_b4t4096" not in report["cases"]:
+                rows.append((mark, KINDS[kind], "not in this run", "", "",
+                             f"{graph['tokens_per_s']:,}", ""))
+                continue
+            gla = case(report, kind)
+            rows.append((mark, KINDS[kind], f"{gla['tokens_per_s']:,}", _busy(gla),
+                         f"{gla['profile']['kernel_ms_per_step']:.0f}",
+                         f"{graph['tokens_per_s']:,}",
+                         f"{graph['tokens_per_s'] / gla['tokens_per_s']:.2f}×"))
+            value[kind] = gla
+        values.append(value)
+        captions.append(run_caption(report, width=96, mark=mark + " "))
+    table = TextTable(("run", "peer", "tokens/s", "GPU busy", "kernel ms per step",
+                       "hymo as one graph, tokens/s", "hymo / peer"), rows,
+                      title="fla's GLA model and the graphed fast hybrid, B = 4, T = 4,096, "
+                            "one machine per run")
     return CaptionedTable(table, "\n".join(captions), values)
 
 

@@ -148,8 +148,19 @@ def test_the_memory_table_and_the_latest_targets_read_the_committed_runs():
                                                                      "as one CUDA graph"]
     rows = {r["target"]: r for r in targets.rows}
     assert rows["peak <= 40 GiB"]["as one CUDA graph"]["met"] is True
-    assert rows["faster than fla GLA"]["fast path"]["value"] is None  # fla not in the run
-    assert "not measured" in str(targets)
+    for peer in ("HF Llama", "fla GLA"):  # both sizes of both peers are in the latest run
+        for name in (f"faster than {peer}", f"faster than {peer} at the same active size"):
+            assert rows[name]["as one CUDA graph"]["value"] is not None, name
+
+
+def test_the_peer_spread_reads_every_machine_and_marks_a_missing_size():
+    spread = training.peer_spread_table()
+    assert [v["file"] for v in spread.rows] == list(training.PEER_RUNS)
+    assert all(f"[{i}]" in spread.caption for i in range(1, len(training.PEER_RUNS) + 1))
+    for v in spread.rows:  # the ratio each row prints is the two tokens/s of its own run
+        assert v["hybrid_fast_graph"]["tokens_per_s"] > 0 and v["fla_gla"]["tokens_per_s"] > 0
+    assert "not in this run" in str(spread.table)  # the first runs had no matched peer
+    assert any("fla_gla_matched" in v for v in spread.rows)
 
 
 def test_a_busy_share_over_one_is_not_shown():
