@@ -13,7 +13,7 @@ from hymo_book.results import load_result
 
 # the runs the claims read (the README's measured section reads the same files)
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the recurrent kernel and the naive loop
-STEP_RUN = "train_step_all_h200_2026-12-02b.json"  # the whole training step of hymo_750m
+STEP_RUN = "train_step_all_h200_2026-12-02g.json"  # the whole training step of hymo_750m
 SHAPE = "B4_T4096_H40_float32"  # section 6's shape: B = 4, T = 4,096, H = 40, fp32
 
 
