@@ -6,7 +6,9 @@ Backends: every hymo_mini backend of the gla rule that can run ("naive", "chunk_
 "recurrent_triton", "chunk_triton"; "recurrent_triton_kernel" is the recurrent kernel's
 autograd Function called without the dispatcher and its input checks,
 "chunk_triton_kernel" the same for the chunked kernel: the checks' small reductions and one
-host sync are a fixed cost per call that fla does not pay), and the peer,
+host sync are a fixed cost per call that fla does not pay; "chunk_triton_unchecked" the
+dispatcher as the GDN mixer calls it, ``check_values=False``: the type and shape checks
+without the finiteness check's host sync), and the peer,
 flash-linear-attention's GLA kernels called so that they compute exactly this recurrence:
 q = c, k = b, gk = g[..., None] * A (a natural-log decay per state dimension), scale = 1.0,
 layout [B, T, H, *]:
@@ -56,7 +58,7 @@ from benchmarks import record  # noqa: E402
 from hymo_mini import ops  # noqa: E402
 
 HYMO_BACKENDS = ["naive", "chunk_torch", "recurrent_triton", "recurrent_triton_kernel",
-                 "chunk_triton", "chunk_triton_kernel"]
+                 "chunk_triton", "chunk_triton_unchecked", "chunk_triton_kernel"]
 FLA_BACKENDS = ["fla_fused_recurrent", "fla_chunk"]
 DEFAULT_SHAPES = ["B4_T4096_H40", "B1_T16384_H40"]
 SWEEP_T = [1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -73,6 +75,9 @@ def hymo_backend(name):
         from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
         return lambda v, b, c, g, A: ChunkGLAFunction.apply(
             v, b, c, g, A, None, False)[0]
+    if name == "chunk_triton_unchecked":  # the mixer's call: no finiteness check, no sync
+        return lambda v, b, c, g, A: ops.gated_linear_attention(
+            v, b, c, g, A, backend="chunk_triton", check_values=False)[0]
     return lambda v, b, c, g, A: ops.gated_linear_attention(v, b, c, g, A, backend=name)[0]
 
 
@@ -241,7 +246,7 @@ def bench_shape(shape, dtype_name, backends, args, device):
         print(f"  time  {shape} {dtype_name} {name:20s} {result}", flush=True)
     ratios = {}
     for name in ("recurrent_triton", "recurrent_triton_kernel", "chunk_triton",
-                 "chunk_triton_kernel", "chunk_torch"):
+                 "chunk_triton_unchecked", "chunk_triton_kernel", "chunk_torch"):
         for peer in ("fla_fused_recurrent", "fla_chunk", "naive"):
             mine, theirs = entry["results"].get(name), entry["results"].get(peer)
             if mine and theirs:
