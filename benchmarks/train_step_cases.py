@@ -115,7 +115,7 @@ def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain",
             f"Muon split (MuonAdamW, normuon={opt_config.normuon})",
             "clip": clip, "cuda_graph": graph,
             "params_stored": count_params(config).stored, "params_active": active,
-            "n_active_no_embed": active - config.vocab_size * config.dim,
+            "n_active_no_embed": active_no_embed(config),
             "flops": "3 x hymo_mini.flops.forward_flops (MTP included)"}
     labels = [(hymo_model, "_cross_entropy", "loss"), (hymo_model, "mtp_losses", "loss"),
               (hymo_model, "linear_softcap_cross_entropy_heads", "loss"), (HyMo, "logits", "loss")]
@@ -147,10 +147,13 @@ def _peer(model, B, T, device, attention: bool, what: str, p: dict = PEER) -> Bu
                  named={model.get_output_embeddings(): "loss"})
 
 
-def hymo_active_no_embed(preset: str = "hymo_750m") -> int:
-    """The parameters one token uses in ``preset``, less the (tied) embedding."""
-    config = load_config(preset).model
+def active_no_embed(config: ModelConfig) -> int:
+    """The parameters one token uses, less the (tied) embedding."""
     return count_params(config).active - config.vocab_size * config.dim
+
+
+def hymo_active_no_embed(preset: str = "hymo_750m") -> int:
+    return active_no_embed(load_config(preset).model)
 
 
 def matched_layers(no_embed, target: int) -> int:
@@ -178,17 +181,15 @@ def _no_embed_on_meta(make, p: dict):
 
 def _resolve_layers(layers, make, p: dict) -> tuple[int, dict]:
     """(the depth to build, what the info should say about it) for layers = None (the
-    issue's 24), an int, or "matched" (hymo_750m's active size)."""
+    issue's 24) or "matched" (hymo_750m's active size)."""
     if layers is None:
         return p["layers"], {}
-    if layers == "matched":
-        target = hymo_active_no_embed()
-        found = matched_layers(_no_embed_on_meta(make, p), target)
-        return found, {"matched_to": {"preset": "hymo_750m", "n_active_no_embed": target,
-                                      "rule": "the most layers without more parameters"}}
-    if isinstance(layers, int) and layers >= 1:
-        return layers, {}
-    raise ValueError(f"layers: expected None, a positive int or 'matched', got {layers!r}")
+    if layers != "matched":
+        raise ValueError(f"layers: expected None or 'matched', got {layers!r}")
+    target = hymo_active_no_embed()
+    found = matched_layers(_no_embed_on_meta(make, p), target)
+    return found, {"matched_to": {"preset": "hymo_750m", "n_active_no_embed": target,
+                                  "rule": "the most layers without more parameters"}}
 
 
 def build_llama(B, T, device, small=False, layers=None) -> Built:

@@ -45,33 +45,27 @@ def _ms(x: float) -> str:
     return f"{x:.2f} ms" if x < 10 else f"{x:.1f} ms"
 
 
-def _step_rows(report: dict, rows) -> list[str]:
-    lines = []
-    for label, key in rows:
-        c = report["cases"][key]
-        busy = f"{100 * c['busy_share']:.0f}%" if busy_valid(c) else "not valid (profiler)"
-        lines.append(f"| {label} | {_n(c['tokens_per_s'])} | {100 * c['mfu']:.1f}% | "
-                     f"{c['peak_GiB']:.1f} GiB | {busy} | {report['file']} |")
-    return lines
-
-
 def _step_table(step: dict) -> list[str]:
     """The latest tree's complete run: the fast path (as one CUDA graph and launched kernel by
     kernel), the reference path, both peers at two sizes, the one-kind stacks."""
-    head = ["| | tokens/s | MFU (of 790 TFLOP/s) | peak | GPU busy | run |",
-            "|---|---|---|---|---|---|"]
-    return head + _step_rows(step, [
-        ("hybrid, fast path, as one CUDA graph", "hybrid_fast_graph_b4t4096"),
-        ("hybrid, fast path", "hybrid_fast_b4t4096"),
-        ("hybrid, reference path", "hybrid_reference_b4t4096"),
-        (f"HF Llama (SDPA), {_size(step, 'llama_sdpa')}", "llama_sdpa_b4t4096"),
-        (f"HF Llama (SDPA), {_layers(step, 'llama_sdpa_matched')} layers (hymo's active size)",
-         "llama_sdpa_matched_b4t4096"),
-        (f"fla GLA model, {_size(step, 'fla_gla')}", "fla_gla_b4t4096"),
-        (f"fla GLA model, {_layers(step, 'fla_gla_matched')} layers (hymo's active size)",
-         "fla_gla_matched_b4t4096"),
-        ("all-GDN stack, fast path", "gdn_fast_b4t4096"),
-        ("all-MLA stack, fast path", "mla_fast_b4t4096")])
+    rows = [("hybrid, fast path, as one CUDA graph", "hybrid_fast_graph_b4t4096"),
+            ("hybrid, fast path", "hybrid_fast_b4t4096"),
+            ("hybrid, reference path", "hybrid_reference_b4t4096"),
+            (f"HF Llama (SDPA), {_size(step, 'llama_sdpa')}", "llama_sdpa_b4t4096"),
+            (f"HF Llama (SDPA), {_layers(step, 'llama_sdpa_matched')} layers (hymo's active "
+             "size)", "llama_sdpa_matched_b4t4096"),
+            (f"fla GLA model, {_size(step, 'fla_gla')}", "fla_gla_b4t4096"),
+            (f"fla GLA model, {_layers(step, 'fla_gla_matched')} layers (hymo's active size)",
+             "fla_gla_matched_b4t4096"),
+            ("all-GDN stack, fast path", "gdn_fast_b4t4096"),
+            ("all-MLA stack, fast path", "mla_fast_b4t4096")]
+    lines = ["| | tokens/s | MFU (of 790 TFLOP/s) | peak | GPU busy |", "|---|---|---|---|---|"]
+    for label, key in rows:
+        c = step["cases"][key]
+        busy = f"{100 * c['busy_share']:.0f}%" if busy_valid(c) else "not valid (profiler)"
+        lines.append(f"| {label} | {_n(c['tokens_per_s'])} | {100 * c['mfu']:.1f}% | "
+                     f"{c['peak_GiB']:.1f} GiB | {busy} |")
+    return lines
 
 
 def _layers(step: dict, kind: str) -> int:
@@ -112,7 +106,8 @@ def _step_text(step: dict, spread: list[dict]) -> list[str]:
         f"fla's step waits on the host, so its tokens/s follow the machine: at "
         f"{_size(step, 'fla_gla')}, "
         f"{_n(min(g['tokens_per_s'] for g in gla))} to {_n(max(g['tokens_per_s'] for g in gla))} "
-        f"over {len(spread)} machines with its kernels taking {min(kernels):.0f}–"
+        f"over {len(spread)} machines ({', '.join(r['file'] for r in spread)}) with its kernels "
+        f"taking {min(kernels):.0f}–"
         f"{max(kernels):.0f} ms a step on each; the graphed hymo step was ahead on {ahead} of "
         f"them. At T = 16,384 (B = 1) the hybrid's {_n(long_h)} tokens/s are "
         f"{long_h / long_m:.2f}× the all-MLA stack's {_n(long_m)}; at 4,096 the ratio is "
@@ -228,12 +223,12 @@ def measured_section() -> str:
              "records the hardware (one NVIDIA H200; torch 2.11, Triton 3.6, fla-core 0.6.0), the "
              "date, the commit and the command; the peer ran in the same run. "
              "`python3 book/hymo_book/readme.py` writes it.", "",
-             "**The whole training step** (`python3 benchmarks/train_step.py`): "
+             f"**The whole training step** ({step['file']}, `python3 benchmarks/train_step.py`): "
              "`hymo_750m`, bf16 autocast over fp32 weights, fused AdamW, B = 4, T = 4,096; the "
              "fast path is the grouped MoE dispatch, the compiled GDN block, MLA attention and "
              "experts' activation and the chunked loss, the reference path the loop over "
-             "experts, the eager blocks and activation and the plain loss. Each row names its "
-             "run; the rows of one run were timed side by side.", ""]
+             "experts, the eager blocks and activation and the plain loss; every row in the same "
+             "run.", ""]
     lines += _step_table(step) + [""] + _step_text(step, spread) + [""]
     gdn = load_result("gdn_h200_2026-11-30.json", need=("shapes",))
     rec = load_result("gdn_recurrent_h200_2026-11-30.json", need=("shapes",))
