@@ -85,6 +85,20 @@ def test_last_block_at_every_place_in_its_chunk(monkeypatch, T, block_states):
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("block_states", gtc.BLOCK_STATES)
+@pytest.mark.parametrize("T", [37, 70, 128])
+def test_unrolled_walk(monkeypatch, T, block_states):
+    """The output kernel's walk as straight-line code (CONFIGS["output_fwd"]["unroll"]):
+    every block of a chunk is visited, so blocks past the end of the sequence (T = 37 ends
+    in the third block of its only chunk, 70 in the first of its second) must leave the
+    outputs and the stored block states alone; T = 128 ends on a chunk boundary."""
+    fwd = dict(gtc.CONFIGS["output_fwd"], unroll=True)
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=16, block_states=block_states,
+                                          output_fwd=fwd))
+    check(1, T, 2, 32, 20, torch.float32, 0.1, True, True)
+
+
+@pytest.mark.triton
 def test_one_block_per_chunk(monkeypatch):
     """Chunks as short as a block (16 steps): the chunk states are the block states, nothing
     is stored or rebuilt besides them; a ragged last chunk, strong decay."""

@@ -76,18 +76,56 @@ def _intra(b_c, b_b, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr, GRAD: tl.conste
 
 
 @triton.jit
+def _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T,
+                  H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                  BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
+                  STORE_HB: tl.constexpr, STORE_O: tl.constexpr, PRECISION: tl.constexpr):
+    """Block i_t of chunk i_c: its outputs (if STORE_O) from b_h [BS, BD], the state it
+    starts with (stored if STORE_HB), and the state it hands to the next block."""
+    NB = tl.cdiv(T, BT)
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    i_blk = i_c * (BC // BT) + i_t
+    if STORE_HB:
+        m_hb = (o_s[:, None] < S) & (o_d[None, :] < D) & ((o_s[:, None] * 0 + i_blk) < NB)
+        tl.store(hb + (i_bh.to(tl.int64) * NB + i_blk) * S * D + o_s[:, None] * D
+                 + o_d[None, :], b_h, mask=m_hb)
+    o_t = i_blk * BT + o_i
+    m_t = o_t < T
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+    b_l, b_lend = _gate_sums(b_g, o_i, BT)
+    b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    if STORE_O:
+        # read the state the block starts with, then the block itself
+        b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
+        b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
+        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
+        b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
+        p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
+        tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+    # hand the state to the next block (a block past the end leaves it as it is: g = b = 0)
+    b_bH = b_b * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS]
+    b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
+    return b_h + tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
+
+
+@triton.jit
 def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                        BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
                        LOG2_BT: tl.constexpr, STORE_HB: tl.constexpr, STORE_O: tl.constexpr,
-                       PRECISION: tl.constexpr):
-    """o for one chunk of one (b, h): its 16-step blocks in order, the state on chip.
+                       UNROLL: tl.constexpr, PRECISION: tl.constexpr):
+    """o for one chunk of one (b, h): its BT-step blocks in order, the state on chip.
     If STORE_HB, also the state each block starts with. Without STORE_O only those states
-    (the backward's recomputation: no c, no outputs)."""
+    (the backward's recomputation: no c, no outputs). UNROLL walks all BC / BT blocks as
+    straight-line code (blocks past the sequence's end are masked), so that the compiler
+    may start a later block's loads while an earlier block computes."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
-    NC, NB = tl.cdiv(T, BC), tl.cdiv(T, BT)
-    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    NC = tl.cdiv(T, BC)
+    o_s, o_d = tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]
     o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
@@ -95,29 +133,14 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
     b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
                   other=0.0)  # [BS, BD] fp32, the state the chunk starts with
     row0 = i_b.to(tl.int64) * T * H + i_h
-    for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
-        if STORE_HB:
-            i_blk = i_c * (BC // BT) + i_t
-            tl.store(hb + (i_bh.to(tl.int64) * NB + i_blk) * S * D + o_sd, b_h, mask=m_h)
-        o_t = i_c * BC + i_t * BT + o_i
-        m_t = o_t < T
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend = _gate_sums(b_g, o_i, BT)
-        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        if STORE_O:
-            # read the state the block starts with, then the block itself
-            b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-            b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
-            b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-            b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
-            b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
-            p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
-            tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
-        # hand the state to the next block
-        b_bH = b_b * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS]
-        b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
-        b_h += tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
+    if UNROLL:
+        for i_t in tl.static_range(BC // BT):
+            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S,
+                                D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PRECISION)
+    else:
+        for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
+            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S,
+                                D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PRECISION)
 
 
 @triton.jit

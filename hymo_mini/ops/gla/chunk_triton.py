@@ -175,10 +175,12 @@ def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
     S = b.shape[-1]
     BC, BT = _config("chunk"), _config("block")
     BS, BD = _blocks(S, D)
+    launch = dict(_config("output_fwd"))
+    unroll = bool(launch.pop("unroll", False))
     _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
         v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
-        LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs, STORE_O=store_o,
-        PRECISION=precision, **_config("output_fwd"))
+        LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs, STORE_O=store_o, UNROLL=unroll,
+        PRECISION=precision, **launch)
 
 
 def _new_block_states(v, S):
