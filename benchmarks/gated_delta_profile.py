@@ -60,7 +60,7 @@ KERNELS = {"_wy_fwd_kernel": "wy_fwd", "_output_kernel": "output",
            "_du_local_kernel": "du_local", "_chunk_bwd_kernel": "chunk_bwd",
            "_state_fwd_kernel": "state_fwd", "_state_bwd_kernel": "state_bwd"}
 GLA_KERNELS = ("_chunk_delta_kernel", "_state_scan_kernel", "_output_fwd_kernel",
-               "_state_bwd_kernel", "_chunk_bwd_kernel")
+               "_chain_fwd_kernel", "_state_bwd_kernel", "_chunk_bwd_kernel")
 
 
 def kernel_us(fn, names=KERNELS) -> dict:
@@ -142,12 +142,13 @@ def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float
     per dtype: its time by do_bench (the host's launches included), the device time of each
     of its launches by torch.profiler, their sum, and a device-to-device copy of its bytes
     (v, b, c, g read and o written): how much of the forward is the GPU's and how much the
-    host's."""
+    host's. Then the forward + backward's time (do_bench), the backward reading what this
+    forward kept."""
     fn = with_A_log(kernel_alone("gla"))
     out = {}
     for name in dtypes:
         dtype = torch.float32 if name.startswith("float32") else torch.bfloat16
-        inputs, _ = make_inputs(*parse_shape(shape), dtype, device)
+        inputs, do = make_inputs(*parse_shape(shape), dtype, device)
         torch.backends.cuda.matmul.allow_tf32 = name == "float32_tf32"
         try:
             def fwd(inputs=inputs):
@@ -157,9 +158,14 @@ def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float
             nbytes = sum(t.numel() * t.element_size() for t in inputs[:4]) + inputs[0].numel() \
                 * inputs[0].element_size()
             flat = torch.empty(nbytes // 2, dtype=torch.uint8, device=device)  # read + write
+            leaves = [t.detach().requires_grad_() for t in inputs[:5]]  # no beta: gla
+
+            def fwdbwd(leaves=leaves, do=do):
+                return torch.autograd.grad(fn(*leaves), leaves, do)
             out[name] = {"fwd_ms": time_ms(fwd, device), "kernels_us": kernels,
                          "kernels_sum_ms": sum(kernels.values()) / 1e3,
-                         "copy_ms": time_ms(flat.clone, device), "bytes": nbytes}
+                         "copy_ms": time_ms(flat.clone, device), "bytes": nbytes,
+                         "fwdbwd_ms": time_ms(fwdbwd, device)}
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
         print("  gla forward", name, out[name], flush=True)

@@ -99,6 +99,38 @@ def test_unrolled_walk(monkeypatch, T, block_states):
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("case", ["T63_S12_D20", "T1_no_state", "bf16", "gpu_blocking",
+                                  "rebuilt_weak", "many_chunks"])
+def test_chained_forward(monkeypatch, case):
+    """The forward in one launch (CONFIGS["forward"] = "chain", hymo_mini.ops.gla.chunk_chain):
+    every case of the three-launch forward's tests, the GPU's chunks of 64 with a ragged
+    last chunk (stored and rebuilt block states), and a sequence of many chunks with several
+    heads, whose programs each wait for the state of the chunk before."""
+    shapes = {"gpu_blocking": (1, 70, 2, 32, 20, torch.float32, 10.0, True, True),
+              "rebuilt_weak": (1, 119, 2, 32, 20, torch.float32, 0.1, True, True),
+              "many_chunks": (2, 300, 3, 12, 20, torch.float32, 0.1, True, True)}
+    config = dict(gtc.CONFIGS, forward="chain") if case in shapes else dict(
+        getattr(gtc, ACTIVE), forward="chain")
+    if case == "rebuilt_weak":
+        config["block_states"] = "recompute"
+    monkeypatch.setattr(gtc, ACTIVE, config)
+    check(*shapes.get(case, CASES.get(case)))
+
+
+@pytest.mark.triton
+@pytest.mark.skipif(DEVICE != "cuda", reason="the programs' order matters only on a GPU")
+def test_chained_forward_is_deterministic(monkeypatch):
+    """Whichever program takes which ticket, every state is formed by the same operations:
+    two calls give the same bits."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, forward="chain"))
+    v, b, c, g, A_log, h0 = (t.detach() for t in make_leaves(4, 1000, 8, 32, 32,
+                                                               torch.float32))
+    first = chunk_gla_triton(v, b, c, g, -torch.exp(A_log), h0, True)
+    again = chunk_gla_triton(v, b, c, g, -torch.exp(A_log), h0, True)
+    assert all(torch.equal(x, y) for x, y in zip(first, again, strict=True))
+
+
+@pytest.mark.triton
 def test_one_block_per_chunk(monkeypatch):
     """Chunks as short as a block (16 steps): the chunk states are the block states, nothing
     is stored or rebuilt besides them; a ragged last chunk, strong decay."""
@@ -117,6 +149,13 @@ def test_block_states_checked(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), block_states="keep"))
     leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
     with pytest.raises(ValueError, match=r"block_states.*'store', 'recompute'.*'keep'"):
+        chunk_gla_triton(*leaves[:4], -torch.exp(leaves[4]))
+
+
+def test_forward_checked(monkeypatch):
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), forward="chained"))
+    leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
+    with pytest.raises(ValueError, match=r"forward.*'scan', 'chain'.*'chained'"):
         chunk_gla_triton(*leaves[:4], -torch.exp(leaves[4]))
 
 

@@ -91,6 +91,7 @@ import triton
 
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.gla.chunk_blocks import _chunk_bwd_kernel, _output_fwd_kernel
+from hymo_mini.ops.gla.chunk_chain import _chain_fwd_kernel
 from hymo_mini.ops.gla.chunk_states import (
     _chunk_delta_kernel,
     _state_bwd_kernel,
@@ -99,7 +100,7 @@ from hymo_mini.ops.gla.chunk_states import (
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "BLOCK_STATES",
-           "INTERPRET"]
+           "FORWARDS", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -116,6 +117,7 @@ CONFIGS = {
     "chunk": 64,  # BC: steps per stored state
     "block": 16,  # BT: steps per attention block: 16 or 32
     "block_states": "store",
+    "forward": "scan",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -124,10 +126,16 @@ CONFIGS = {
 }
 BLOCKS = (16, 32)
 BLOCK_STATES = ("store", "recompute")
+# "forward", how the chunk states are chained: "scan", in three launches (every chunk's ΔH,
+# the sequential scan, the outputs); "chain", in one, each program waiting for the state the
+# program of the chunk before hands on (hymo_mini.ops.gla.chunk_chain). The same states,
+# with the inputs read once less and two launches fewer.
+FORWARDS = ("scan", "chain")
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
     "block_states": "store",
+    "forward": "scan",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -158,13 +166,15 @@ def _precision(v, b, c) -> str:
     return dot_precision(torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype)))
 
 
-def _check_blocking(BC: int, BT: int, block_states: str) -> None:
+def _check_blocking(BC: int, BT: int, block_states: str, forward: str) -> None:
     if BT not in BLOCKS or BT > BC:
         raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
                          f"({BC}), got {BT}")
     if block_states not in BLOCK_STATES:
         raise ValueError(f"CONFIGS['block_states'] must be one of {BLOCK_STATES}, got "
                          f"{block_states!r}")
+    if forward not in FORWARDS:
+        raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
 
 
 def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
@@ -195,11 +205,37 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
     S = b.shape[-1]
     precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
-    BT, block_states = _config("block"), _config("block_states")
-    _check_blocking(BC, BT, block_states)
-    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
+    BT, block_states, how = _config("block"), _config("block_states"), _config("forward")
+    _check_blocking(BC, BT, block_states, how)
+    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the state each chunk starts with
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    # the chunk states: every chunk's ΔH in parallel (into hs), then the scan (in place)
+    o = torch.empty_like(v)
+    # the backward needs the state at each block's start: the chunk states if a block is a
+    # chunk, else stored here or rebuilt by the backward
+    store = for_backward and BT < BC and block_states == "store"
+    hb = _new_block_states(v, S) if store else hs
+    if how == "chain":  # one launch: each program hands its chunk's end state on
+        BS, BD = _blocks(S, D)
+        flags = torch.zeros(1 + B * H * NC, dtype=torch.int32, device=v.device)
+        launch = {k: x for k, x in _config("output_fwd").items() if k != "unroll"}
+        _chain_fwd_kernel[(NC * B * H,)](
+            v, b, c, g, A, h0, hs, ht, o, hb, flags, T, B * H, H=H, S=S, D=D, BC=BC, BS=BS,
+            BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, USE_H0=h0 is not None,
+            STORE_HT=output_final_state, STORE_HB=hb is not hs, PRECISION=precision, **launch)
+    else:  # the chunk states in two launches, then the outputs
+        _scan_states(v, b, g, A, h0, hs, ht, precision)
+        _block_walk(v, b, c, g, A, hs, o, hb, True, precision)
+    if not for_backward:
+        return o, None, ht, False
+    return o, hb, ht, BT < BC and not store
+
+
+def _scan_states(v, b, g, A, h0, hs, ht, precision):
+    """Every chunk's start state into hs (and the final one into ht unless it is None):
+    each chunk's own ΔH in parallel (into hs), then the scan over them (in place)."""
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     decay = v.new_empty(B * H, NC, S, dtype=torch.float32)
     BS, BD = _blocks(S, D)
     cfg = _config("chunk_delta")
@@ -212,17 +248,8 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
     NS, ND = triton.cdiv(S, BS), triton.cdiv(D, BD)
     _state_scan_kernel[(B * H * NS * ND,)](
         hs, decay, h0, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
-        USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=cfg["num_stages"],
+        USE_H0=h0 is not None, STORE_HT=ht is not None, NUM_STAGES=cfg["num_stages"],
         num_warps=cfg["num_warps"])
-    # the outputs, block by block; the backward needs the state at each block's start:
-    # the chunk states if a block is a chunk, else stored here or rebuilt by the backward
-    o = torch.empty_like(v)
-    store = for_backward and BT < BC and block_states == "store"
-    hb = _new_block_states(v, S) if store else hs
-    _block_walk(v, b, c, g, A, hs, o, hb, True, precision)
-    if not for_backward:
-        return o, None, ht, False
-    return o, hb, ht, BT < BC and not store
 
 
 def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht):

@@ -1,0 +1,102 @@
+"""The chunked gla forward in one launch: each program hands its chunk's end state to the
+program of the next chunk, through memory, while the chunks' outputs run in parallel.
+
+The three-launch forward of ``hymo_mini.ops.gla.chunk_triton`` computes what every chunk
+adds on its own (ΔH_k), chains the chunk states in a light sequential scan,
+
+    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k ,
+
+and then lets a program per chunk walk its blocks from H_k. Between the launches the
+inputs are read twice and the chunk states go through memory three times. Here one
+program per (chunk, batch, head) does all three steps for its chunk:
+
+1. ΔH_k: the block walk of ``chunk_blocks._output_block`` from a zero state, without
+   outputs (what the chunk writes, decayed to its end);
+2. H_k: from the initial state for the first chunk, otherwise from the program of chunk
+   k - 1, which stores it and then raises a flag; this program waits for the flag;
+3. H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k, stored, then its own flag raised for chunk k + 1;
+   then the block walk from H_k with outputs, as in the three-launch forward.
+
+Only step 3's multiply-add, with the wait and the hand-over, lies on the chain from the
+first chunk to the last: the two walks of a chunk overlap with the chain of every other
+chunk. Each state is formed by the same operations whichever program runs first, so the
+result is deterministic.
+
+Waiting for another program is safe only if that program is running or done. The GPU
+starts programs in an order it does not promise, so the program's chunk is not its
+program id: each program first takes a ticket from a counter (an atomic add) and works on
+the ticket's chunk, tickets handed out chunk-major (every (batch, head) of chunk 0, then
+of chunk 1, ...). A program with ticket t waits only for ticket t - B·H, which a running
+program took before it; so every wait ends. The flag is written with release semantics
+after the state (and a barrier, so every lane's stores are in), read with acquire, and the
+state read past the SM's L1 cache (``.cg``), where a stale copy could sit. Under the
+Triton interpreter programs run one after another in ticket order, and every wait ends at
+once.
+
+Memory: the chunk states hs (B·H·⌈T/BC⌉·S·D fp32, as the three launches keep them, so
+the backward finds them) and the counter and flags (1 + B·H·⌈T/BC⌉ int32, zeroed for
+every call).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, _output_block
+
+__all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
+
+
+@triton.jit
+def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
+                      BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
+                      LOG2_BT: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
+                      STORE_HB: tl.constexpr, PRECISION: tl.constexpr):
+    """One chunk of one (b, h), by ticket: its end state handed on, then its outputs.
+    flags[0] counts the tickets; flags[1 + k·BH + bh] is raised once hs[bh, k + 1] is
+    stored. hs[bh, k] receives H_k for every chunk k (the backward reads them)."""
+    ticket = tl.atomic_add(flags, 1)  # the order this program started in
+    i_c, i_bh = ticket // BH, ticket % BH
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, BC)
+    o_s, o_d = tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)  # blocks in this chunk
+    # 1. what the chunk adds on its own, and its whole decay
+    b_dh = tl.zeros([BS, BD], dtype=tl.float32)
+    for i_t in range(0, NT):
+        b_dh = _output_block(v, b, c, g, o, hb, b_dh, b_A2, row0, i_bh, i_c, i_t, T, H, S, D,
+                             BC, BS, BD, BT, LOG2_BT, False, False, PRECISION)
+    o_c = i_c * BC + tl.arange(0, BC)
+    b_Lend = tl.sum(tl.load(g + row0 + o_c * H, mask=o_c < T, other=0.0).to(tl.float32))
+    # 2. the state the chunk starts with
+    p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_sd  # [BS, BD] chunk 0's
+    if i_c == 0:
+        b_h = tl.zeros([BS, BD], dtype=tl.float32)
+        if USE_H0:
+            b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_sd, mask=m_h, other=0.0)
+        tl.store(p_hs, b_h, mask=m_h)
+    else:
+        p_flag = flags + 1 + (i_c - 1) * BH + i_bh
+        ready = tl.atomic_add(p_flag, 0, sem="acquire")
+        while ready == 0:
+            ready = tl.atomic_add(p_flag, 0, sem="acquire")
+        b_h = tl.load(p_hs + i_c * S * D, mask=m_h, other=0.0, cache_modifier=".cg")
+    # 3. the state the next chunk starts with, handed on
+    b_next = b_h * tl.exp2(b_Lend * b_A2)[:, None] + b_dh  # [BS, BD]
+    if i_c + 1 < NC:
+        tl.store(p_hs + (i_c + 1) * S * D, b_next, mask=m_h)
+        tl.debug_barrier()  # every lane's part of the state is stored before the flag
+        tl.atomic_xchg(flags + 1 + i_c * BH + i_bh, 1, sem="release")
+    elif STORE_HT:
+        tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
+    # 4. the chunk's outputs, block by block from H_k
+    for i_t in range(0, NT):
+        b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S, D,
+                            BC, BS, BD, BT, LOG2_BT, STORE_HB, True, PRECISION)
