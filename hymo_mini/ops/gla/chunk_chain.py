@@ -10,8 +10,9 @@ and then lets a program per chunk walk its blocks from H_k. Between the launches
 inputs are read twice and the chunk states go through memory three times. Here one
 program per (chunk, batch, head) does all three steps for its chunk:
 
-1. ΔH_k: the block walk of ``chunk_blocks._output_block`` from a zero state, without
-   outputs (what the chunk writes, decayed to its end);
+1. ΔH_k, what the chunk writes decayed to its end, as ``chunk_states._chunk_delta_kernel``
+   computes it: one product over PIECE steps (64 at most, so that a tile stays in
+   registers), pieces chained by their decay;
 2. H_k: from the initial state for the first chunk, otherwise from the program of chunk
    k - 1, which stores it and then raises a flag; this program waits for the flag;
 3. H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k, stored, then its own flag raised for chunk k + 1;
@@ -44,6 +45,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gla.chunk_blocks import LOG2E, _output_block
+from hymo_mini.ops.gla.chunk_states import _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
 
@@ -52,8 +54,9 @@ __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
 def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
-                      LOG2_BT: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                      STORE_HB: tl.constexpr, PRECISION: tl.constexpr):
+                      LOG2_BT: tl.constexpr, PIECE: tl.constexpr, USE_H0: tl.constexpr,
+                      STORE_HT: tl.constexpr, STORE_HB: tl.constexpr,
+                      PRECISION: tl.constexpr):
     """One chunk of one (b, h), by ticket: its end state handed on, then its outputs.
     flags[0] counts the tickets; flags[1 + k·BH + bh] is raised once hs[bh, k + 1] is
     stored. hs[bh, k] receives H_k for every chunk k (the backward reads them)."""
@@ -68,13 +71,23 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     row0 = i_b.to(tl.int64) * T * H + i_h
     NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)  # blocks in this chunk
-    # 1. what the chunk adds on its own, and its whole decay
+    # 1. what the chunk adds on its own, ΔH = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s, and its
+    #    whole gate sum L_end: PIECE steps at a time, each piece one product
     b_dh = tl.zeros([BS, BD], dtype=tl.float32)
-    for i_t in range(0, NT):
-        b_dh = _output_block(v, b, c, g, o, hb, b_dh, b_A2, row0, i_bh, i_c, i_t, T, H, S, D,
-                             BC, BS, BD, BT, LOG2_BT, False, False, PRECISION)
-    o_c = i_c * BC + tl.arange(0, BC)
-    b_Lend = tl.sum(tl.load(g + row0 + o_c * H, mask=o_c < T, other=0.0).to(tl.float32))
+    b_Lend = 0.0
+    o_p = tl.arange(0, PIECE)
+    for i_p in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), PIECE)):
+        o_t = i_c * BC + i_p * PIECE + o_p
+        m_t = o_t < T  # padding steps: g = 0 (no decay), b = 0 (no write)
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [PIECE]
+        b_L = tl.cumsum(b_g, axis=0)  # [PIECE] from the piece's start
+        b_Lp = tl.sum(b_g, axis=0)  # the whole piece
+        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [PIECE, BS]
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [PIECE, BD]
+        b_b = b_b * tl.exp2((b_Lp - b_L)[:, None] * b_A2[None, :])  # decayed to the piece end
+        b_dh = b_dh * tl.exp2(b_Lp * b_A2)[:, None]
+        b_dh += tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
+        b_Lend += b_Lp
     # 2. the state the chunk starts with
     p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_sd  # [BS, BD] chunk 0's
     if i_c == 0:
