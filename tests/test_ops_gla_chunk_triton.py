@@ -42,8 +42,11 @@ CASES = {
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("forward", gtc.FORWARDS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_kernel_matches_reference(case):
+def test_kernel_matches_reference(monkeypatch, case, forward):
+    """Both forwards (one launch, handing the chunk states on; or three, with a scan)."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), forward=forward))
     check(*CASES[case])
 
 
@@ -53,7 +56,7 @@ def test_gpu_blocking_under_the_interpreter(monkeypatch, block):
     """The GPU configuration: chunks of 64 (blocks of 16 or 32 steps, a ragged last chunk)
     and the state kernels split into 16 x 16 blocks of (S, D) = (32, 20): masked tails;
     strong decay."""
-    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=block))
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, chunk=64, block=block))
     check(1, 70, 2, 32, 20, torch.float32, 10.0, True, True)
 
 
@@ -63,7 +66,8 @@ def test_block_states_stored_or_rebuilt(monkeypatch, block_states):
     """The backward's block-start states, stored by the forward or rebuilt from the chunk
     states (GPU chunks of 64, blocks of 16, a ragged last chunk): the same gradients, and
     under "recompute" the forward keeps a quarter of the states."""
-    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=16, block_states=block_states))
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, chunk=64, block=16,
+                                          block_states=block_states))
     check(1, 70, 2, 32, 20, torch.float32, 10.0, True, True)
     v, b, c, g, A_log = (t.detach().requires_grad_()
                          for t in make_leaves(1, 70, 2, 32, 20, torch.float32, False))
@@ -80,7 +84,8 @@ def test_last_block_at_every_place_in_its_chunk(monkeypatch, T, block_states):
     first (T = 64 + 16·i + 5..7; i = 0 is T = 70 above) or on a chunk boundary (128), with
     the block states stored or rebuilt. Weak decay, so that the earlier blocks' writes
     count in every later block's output."""
-    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=16, block_states=block_states))
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, chunk=64, block=16,
+                                          block_states=block_states))
     check(1, T, 2, 32, 20, torch.float32, 0.1, True, True)
 
 
@@ -93,28 +98,29 @@ def test_unrolled_walk(monkeypatch, T, block_states):
     in the third block of its only chunk, 70 in the first of its second) must leave the
     outputs and the stored block states alone; T = 128 ends on a chunk boundary."""
     fwd = dict(gtc.CONFIGS["output_fwd"], unroll=True)
-    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, block=16, block_states=block_states,
-                                          output_fwd=fwd))
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, chunk=64, block=16, forward="scan",
+                                          block_states=block_states, output_fwd=fwd))
     check(1, T, 2, 32, 20, torch.float32, 0.1, True, True)
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("case", ["T63_S12_D20", "T1_no_state", "bf16", "gpu_blocking",
-                                  "rebuilt_weak", "many_chunks"])
+@pytest.mark.parametrize("case", ["chunks_64", "chunks_64_rebuilt", "chunks_128",
+                                  "many_chunks"])
 def test_chained_forward(monkeypatch, case):
-    """The forward in one launch (CONFIGS["forward"] = "chain", hymo_mini.ops.gla.chunk_chain):
-    every case of the three-launch forward's tests, the GPU's chunks of 64 with a ragged
-    last chunk (stored and rebuilt block states), and a sequence of many chunks with several
-    heads, whose programs each wait for the state of the chunk before."""
-    shapes = {"gpu_blocking": (1, 70, 2, 32, 20, torch.float32, 10.0, True, True),
-              "rebuilt_weak": (1, 119, 2, 32, 20, torch.float32, 0.1, True, True),
-              "many_chunks": (2, 300, 3, 12, 20, torch.float32, 0.1, True, True)}
-    config = dict(gtc.CONFIGS, forward="chain") if case in shapes else dict(
-        getattr(gtc, ACTIVE), forward="chain")
-    if case == "rebuilt_weak":
+    """The forward in one launch (hymo_mini.ops.gla.chunk_chain) at the GPU's settings:
+    chunks of 64 and 128 steps with a ragged last chunk (block states stored and rebuilt),
+    and a sequence of many chunks with several heads, whose programs each wait for the
+    state of the chunk before."""
+    shapes = {"chunks_64": (64, (1, 70, 2, 32, 20, torch.float32, 10.0, True, True)),
+              "chunks_64_rebuilt": (64, (1, 119, 2, 32, 20, torch.float32, 0.1, True, True)),
+              "chunks_128": (128, (1, 300, 2, 32, 20, torch.float32, 1.0, True, True)),
+              "many_chunks": (64, (2, 300, 3, 12, 20, torch.float32, 0.1, True, True))}
+    chunk, shape = shapes[case]
+    config = dict(gtc.CONFIGS, forward="chain", chunk=chunk)
+    if case.endswith("rebuilt"):
         config["block_states"] = "recompute"
     monkeypatch.setattr(gtc, ACTIVE, config)
-    check(*shapes.get(case, CASES.get(case)))
+    check(*shape)
 
 
 @pytest.mark.triton

@@ -1,4 +1,4 @@
-"""The chunk-level passes of the chunked Triton gla kernel: the state each 64-step chunk
+"""The chunk-level passes of the chunked Triton gla kernel: the state each chunk
 starts with (forward) and the state gradient at each chunk's end (backward).
 
     forward    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k,   ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s

@@ -5,11 +5,14 @@
 ``hymo_mini.ops.gla.chunk`` derives the chunked form in einops; this module runs it on the
 GPU's tensor cores. Two lengths are in play:
 
-* **Chunks of BC = 64 steps** are where the state is written to memory: H_k, the state
-  chunk k starts with (S·D fp32 per 64 steps). A parallel kernel computes what each chunk
-  adds on its own, ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s, and a light sequential
-  kernel per (batch, head) chains them, H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k
-  (``hymo_mini.ops.gla.chunk_states``).
+* **Chunks of BC = 128 steps** (``CONFIGS["chunk"]``) are where the state is written to
+  memory: H_k, the state chunk k starts with (S·D fp32 per chunk). What each chunk adds on
+  its own, ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s, is chained from chunk to chunk,
+  H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k: by default inside the one launch that also computes
+  the outputs, each program handing its chunk's end state to the next chunk's
+  (``hymo_mini.ops.gla.chunk_chain``), or by a parallel kernel for every ΔH_k and a light
+  sequential scan per (batch, head) (``CONFIGS["forward"] = "scan"``,
+  ``hymo_mini.ops.gla.chunk_states``).
 * **Blocks of BT = 16 steps** are where the decay-weighted attention is computed. A
   program per (chunk, batch, head) loads H_k and walks its blocks, carrying the state on
   chip: o = (c ⊙ exp(l A)) H + W v, H ← exp(l_end A) ⊙ H + (b ⊙ exp((l_end - l) A))^T v,
@@ -70,7 +73,7 @@ strictly causal M masked per level: the in-block part of dc is Σ_k X_k ⊙ (M_k
 and of db is Σ_k X_k ⊙ (M_k^T (c ⊙ X_k)), X_k the level's factors.
 
 Memory: besides the inputs, the forward keeps the block-start states (B·H·⌈T/16⌉·S·D
-fp32) for the backward, or under "recompute" the chunk states (B·H·⌈T/64⌉·S·D); the
+fp32) for the backward, or under "recompute" the chunk states (B·H·⌈T/BC⌉·S·D); the
 backward adds the chunk-end gradients (and under "recompute" the block-start states)
 while it runs, and returns the gradients.
 
@@ -113,11 +116,17 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # "store" keeps them from the forward (B·H·⌈T/BT⌉·S·D fp32 held until the backward);
 # "recompute" keeps only the chunk states (a BC/BT-th of that) and the backward rebuilds
 # the block states from them, one layer at a time, with the output kernel's state walk.
+# "chunk" and "forward" (FORWARDS, below) were chosen together on an H200
+# (book/results/gla_chain_h200_2026-12-02.json, benchmarks/GATED_DELTA_NOTES.md): one launch
+# over chunks of 128 steps had the fastest forward and forward + backward at both benchmark
+# shapes in bf16 and in fp32 with TF32 products, and was within a few percent of the three
+# launches in fp32 with fp32-grade products. Over chunks of 64 the one launch waits on its
+# chain of chunks when there are few, long sequences.
 CONFIGS = {
-    "chunk": 64,  # BC: steps per stored state
+    "chunk": 128,  # BC: steps per stored state
     "block": 16,  # BT: steps per attention block: 16 or 32
     "block_states": "store",
-    "forward": "scan",
+    "forward": "chain",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -135,7 +144,7 @@ INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
     "block_states": "store",
-    "forward": "scan",
+    "forward": "chain",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
