@@ -257,7 +257,12 @@ def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
 FIGURES = {"train_loss_curve.png": train_curve_figure}
 
 
-def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = GLA_CONFIGS["chunk"],
+# the gla kernel's chunk when the runs of MEMORY_RUNS were made (train_step_all_..._g.json
+# records it; the kernel's default has since moved to 128 steps)
+MEMORY_RUNS_CHUNK = 64
+
+
+def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = MEMORY_RUNS_CHUNK,
                 block: int = GLA_CONFIGS["block"]) -> dict:
     """What the memory changes stop keeping for the backward, by count (bytes, bf16 unless
     said). Per MoE layer, what ``routed_grouped`` rebuilds today (``per_moe_layer``): the
@@ -269,7 +274,8 @@ def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = GLA_CONFIGS["c
     token order (k·n × dim), which the backward now does without, keeping the experts'
     output y (as large) in their place. Per GDN layer, under block states rebuilt, the
     states of every ``block``-step block less those of every ``chunk``-step chunk
-    (H · S · D fp32 each, per sequence)."""
+    (H · S · D fp32 each, per sequence); ``chunk`` defaults to the kernel's chunk in the
+    runs the chapter compares the counts with."""
     n, k, E = B * T, config.n_activated_experts, config.n_routed_experts
     n_moe = len(config.mla_positions)
     state = config.gdn_n_heads * config.gdn_d_state * config.gdn_headdim * 4 * B

@@ -1,8 +1,9 @@
 """Exercises of chapter 10 (the Triton kernels): a kernel's pointer arithmetic for one block
 (the flat offsets the chunk kernels' ``_rows`` helper loads), the backward of one step of
 the recurrence, as the recurrent kernel's ``_bwd_step`` computes it, one level of the
-delta rule kernel's inverse by merged blocks (``_unit_lower_inverse_levels``), and a group
-of chunk-to-chunk steps composed into one affine map (``chunk_groups``)."""
+delta rule kernel's inverse by merged blocks (``_unit_lower_inverse_levels``), a group
+of chunk-to-chunk steps composed into one affine map (``chunk_groups``), and the chunk
+states the gla kernel's programs hand on to one another (``chunk_chain``)."""
 
 from __future__ import annotations
 
@@ -228,6 +229,62 @@ def _offset_before_step(A, U):
     return M, B
 
 
+# ---- the chunk states handed from program to program ------------------------------------
+def _hand_on_oracle(delta, decay, h0):
+    """Every chunk's start state and the final state, the loop of the scan kernel
+    (H_{k+1} = decay_k ⊙ H_k + ΔH_k), in float64."""
+    h, starts = h0.double(), []
+    for k in range(delta.shape[0]):
+        starts.append(h)
+        h = decay[k].double()[:, None] * h + delta[k].double()
+    return torch.stack(starts) if starts else delta.double()[:0], h
+
+
+def _hand_on_cases():
+    gen = torch.Generator().manual_seed(13)
+
+    def chunks(NC, S, D, strong=False):
+        rate = 40.0 if strong else 1.0
+        decay = torch.exp(-rate * torch.rand(NC, S, generator=gen, dtype=torch.float64))
+        return (torch.randn(NC, S, D, generator=gen, dtype=torch.float64), decay,
+                torch.randn(S, D, generator=gen, dtype=torch.float64))
+
+    return [Case("5 chunks, S = 4, D = 3", chunks(5, 4, 3)),
+            Case("one chunk: it starts from h0", chunks(1, 3, 2)),
+            Case("S = 1, D = 1", chunks(6, 1, 1)),
+            Case("strong decay: the states forget h0", chunks(4, 5, 2, strong=True)),
+            Case("32 chunks", chunks(32, 8, 8)),
+            Case("h0 = 0", (*chunks(3, 3, 3)[:2], torch.zeros(3, 3, dtype=torch.float64)))]
+
+
+def _hand_on_compare(got, expected, case):
+    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-12)
+
+
+def _end_states(delta, decay, h0):
+    h, ends = h0, []
+    for k in range(delta.shape[0]):
+        h = decay[k][:, None] * h + delta[k]
+        ends.append(h)  # the state each chunk ends with, not the one it starts with
+    return torch.stack(ends), h
+
+
+def _decay_after_the_write(delta, decay, h0):
+    h, starts = h0, []
+    for k in range(delta.shape[0]):
+        starts.append(h)
+        h = decay[k][:, None] * (h + delta[k])  # ΔH is already decayed to the chunk's end
+    return torch.stack(starts), h
+
+
+def _decay_on_the_wrong_side(delta, decay, h0):
+    h, starts = h0, []
+    for k in range(delta.shape[0]):
+        starts.append(h)
+        h = h * decay[k][None, :] + delta[k]  # the decay is per key (row), not per value
+    return torch.stack(starts), h
+
+
 EXERCISES = [
     Exercise(
         name="row_offsets", chapter="10_triton_kernels", cases=_row_offsets_cases,
@@ -259,5 +316,12 @@ EXERCISES = [
         wrong=[(_reversed_order, "case a group of 4 steps, S = D = 3: output 0 differs"),
                (_offsets_not_carried, "case a group of 4 steps, S = D = 3: output 1 differs"),
                (_offset_before_step, "case a group of 4 steps, S = D = 3: output 1 differs")],
+    ),
+    Exercise(
+        name="hand_on", chapter="10_triton_kernels", cases=_hand_on_cases,
+        oracle=_hand_on_oracle, compare=_hand_on_compare,
+        wrong=[(_end_states, "case 5 chunks, S = 4, D = 3: output 0 differs"),
+               (_decay_after_the_write, "case 5 chunks, S = 4, D = 3: output 0 differs"),
+               (_decay_on_the_wrong_side, "case 5 chunks, S = 4, D = 3 raised RuntimeError")],
     ),
 ]

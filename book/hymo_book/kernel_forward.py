@@ -1,0 +1,125 @@
+"""Chapter 21's tables of the gla kernel's forward against the copy of its bytes, from the
+runs that chose its one-launch forward (``hymo_mini.ops.gla.chunk_chain``): the three-launch
+forward under launch settings, the two forwards over chunks of 64 and 128 steps at both
+shapes, the chosen setting alone, and the dispatcher without and with its value check.
+Read from ``book/results``; nothing here measures time. Checked by
+``tests/book/test_book_kernel_forward.py``.
+"""
+
+from __future__ import annotations
+
+from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_mini.tables import TextTable
+
+__all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DTYPES", "setting_label",
+           "settings_table", "chain_table", "latest_forward", "dispatch_table"]
+
+# the three-launch forward (tree 8b30f04) under launch settings, B4 T4096 H40
+SETTINGS_RUN = "gla_forward_settings_h200_2026-12-02.json"
+# three launches against one over chunks of 64 and 128 steps, two shapes (tree b0ec484)
+CHAIN_RUN = "gla_chain_h200_2026-12-02.json"
+# the chosen setting (one launch, chunks of 128; tree bf72893), two shapes
+LATEST_RUN = "gla_forward_h200_2026-12-02c.json"
+# the dispatcher with and without its check, and the Function alone, on the same tree
+DISPATCH_RUN = "chunk_dispatch_h200_2026-12-02.json"
+# the runs' dtype keys: fp32 inputs with fp32-grade products (the default) or with TF32
+# products (PyTorch's allow_tf32), and bf16
+DTYPES = {"float32": "fp32", "float32_tf32": "fp32, TF32", "bfloat16": "bf16"}
+
+
+def setting_label(change: dict) -> str:
+    """A change of the kernel's CONFIGS in words ({} is the setting of the run's tree)."""
+    if not change:
+        return "as it was (three launches, chunks of 64)"
+    words = []
+    if change.get("forward") == "chain":
+        words.append("one launch")
+    if "chunk" in change:
+        words.append(f"chunks of {change['chunk']}")
+    fwd = change.get("output_fwd", {})
+    if "maxnreg" in fwd:
+        words.append(f"at most {fwd['maxnreg']} registers")
+    if fwd.get("unroll"):
+        words.append("the walk unrolled")
+    return ", ".join(words)
+
+
+def _row(label: str, r: dict) -> tuple:
+    """One setting's cells: per dtype the forward (ms, and its ratio to the copy)."""
+    cells = [label]
+    for key in DTYPES:
+        cells.append(f"{r[key]['fwd_ms']:.3f} ({r[key]['fwd_ms'] / r[key]['copy_ms']:.2f}x)")
+    return tuple(cells)
+
+
+def _header() -> tuple:
+    return ("setting", *(f"{name}: fwd ms (/copy)" for name in DTYPES.values()))
+
+
+def settings_table(run: str = SETTINGS_RUN) -> CaptionedTable:
+    """The three-launch forward alone at each launch setting of the run, every dtype."""
+    report = load_result(run, need=("gla_forward_changes",))
+    rows, values = [], []
+    for entry in report["gla_forward_changes"]["changes"]:
+        label = setting_label(entry["change"])
+        rows.append(_row(label, entry["forward"]))
+        values.append({"setting": label, "change": entry["change"], **entry["forward"]})
+    table = TextTable(_header(), rows, align="lrrr",
+                      title=f"the forward alone, {report['shape'].replace('_', ' ')}")
+    return CaptionedTable(table, run_caption(report), values)
+
+
+def chain_table(run: str = CHAIN_RUN) -> CaptionedTable:
+    """Three launches against one, over chunks of 64 and 128 steps, at each shape: the
+    forward against the copy of its bytes and the forward + backward, every dtype."""
+    report = load_result(run, need=("shapes",))
+    rows, values = [], []
+    for shape, result in report["shapes"].items():
+        for entry in result["changes"]:
+            if "output_fwd" in entry["change"]:
+                continue  # the register caps: in the values, not the table
+            f = entry["forward"]
+            label = setting_label(entry["change"])
+            rows.append((shape.replace("_", " "), label,
+                         *(f"{f[k]['fwd_ms']:.3f} ({f[k]['fwd_ms'] / f[k]['copy_ms']:.2f}x)"
+                           for k in DTYPES),
+                         *(f"{f[k]['fwdbwd_ms']:.3f}" for k in DTYPES)))
+        for entry in result["changes"]:
+            values.append({"shape": shape, "setting": setting_label(entry["change"]),
+                           "change": entry["change"], **entry["forward"]})
+    header = ("shape", "setting", *(f"{n}: fwd ms (/copy)" for n in DTYPES.values()),
+              *(f"{n}: fwd+bwd ms" for n in DTYPES.values()))
+    table = TextTable(header, rows, align="llrrrrrr", title="the forward alone, and with the backward")
+    return CaptionedTable(table, run_caption(report), values)
+
+
+def latest_forward(run: str = LATEST_RUN) -> dict:
+    """{(shape, dtype key): {fwd_ms, copy_ms, ratio, fwdbwd_ms}} for the chosen setting."""
+    report = load_result(run, need=("gla_forward_shapes",))
+    return {(shape, key): {**r, "ratio": r["fwd_ms"] / r["copy_ms"]}
+            for shape, by_dtype in report["gla_forward_shapes"].items()
+            for key, r in by_dtype.items()}
+
+
+def dispatch_table(run: str = DISPATCH_RUN) -> CaptionedTable:
+    """The forward through the dispatcher with its check (a host sync a call), without it
+    (as the GDN mixer calls it) and the Function alone, and the forward without the check
+    against the copy of its bytes (the run's copy rate)."""
+    report = load_result(run, need=("shapes",))
+    gbps = report["environment"]["copy_GBps"]
+    rows, values = [], []
+    for key, entry in report["shapes"].items():
+        found = entry["results"]
+        checked, quiet, alone = (found[n]["fwd_ms"] for n in
+                                 ("chunk_triton", "chunk_triton_unchecked", "chunk_triton_kernel"))
+        copy_ms = entry["bytes_min_fwd"] / gbps / 1e6
+        shape = f"B{entry['B']} T{entry['T']} H{entry['H']}"
+        rows.append((shape, entry["dtype"], f"{checked:.3f}", f"{quiet:.3f}", f"{alone:.3f}",
+                     f"{round(quiet - alone, 3) + 0.0:+.3f}", f"{quiet / copy_ms:.2f}x"))
+        values.append({"shape": shape, "dtype": entry["dtype"], "checked_ms": checked,
+                       "unchecked_ms": quiet, "alone_ms": alone, "copy_ms": copy_ms,
+                       "unchecked_vs_copy": quiet / copy_ms})
+    table = TextTable(("shape", "dtype", "checked", "no check", "Function", "no check - F",
+                       "no check / copy"), rows, align="llrrrrr",
+                      title="forward ms; fp32 with its default fp32-grade products")
+    return CaptionedTable(table, run_caption(report), values)

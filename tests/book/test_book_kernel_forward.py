@@ -1,0 +1,42 @@
+"""hymo_book.kernel_forward (book chapter 21): the gla forward's runs read back as they were
+written, the settings named in words, and the ratios to the copy computed from the run."""
+
+import pytest
+from hymo_book import kernel_forward as kf
+from hymo_book.results import load_result
+
+
+def test_setting_labels():
+    assert kf.setting_label({}) == "as it was (three launches, chunks of 64)"
+    assert kf.setting_label({"forward": "chain", "chunk": 128}) == "one launch, chunks of 128"
+    assert kf.setting_label({"output_fwd": {"maxnreg": 168, "unroll": True}}) == (
+        "at most 168 registers, the walk unrolled")
+
+
+def test_settings_and_chain_tables_read_every_change():
+    settings = kf.settings_table()
+    report = load_result(kf.SETTINGS_RUN)
+    assert len(settings.rows) == len(report["gla_forward_changes"]["changes"])
+    assert settings.rows[0]["change"] == {} and kf.SETTINGS_RUN in settings.caption
+    chain = kf.chain_table()
+    shapes = load_result(kf.CHAIN_RUN)["shapes"]
+    assert len(chain.rows) == sum(len(s["changes"]) for s in shapes.values())
+    first = chain.rows[0]
+    assert first["bfloat16"]["fwd_ms"] == shapes["B4_T4096_H40"]["changes"][0]["forward"][
+        "bfloat16"]["fwd_ms"]
+    # the table leaves out the register caps, the values keep them
+    assert sum("maxnreg" in r["change"].get("output_fwd", {}) for r in chain.rows) > 0
+    assert "registers" not in str(chain.table)
+
+
+def test_latest_forward_and_dispatch_ratios():
+    latest = kf.latest_forward()
+    assert set(k for _, k in latest) == set(kf.DTYPES)
+    for r in latest.values():
+        assert r["ratio"] == pytest.approx(r["fwd_ms"] / r["copy_ms"])
+    table = kf.dispatch_table()
+    report = load_result(kf.DISPATCH_RUN)
+    assert len(table.rows) == len(report["shapes"])
+    for row in table.rows:
+        assert row["unchecked_vs_copy"] == pytest.approx(row["unchecked_ms"] / row["copy_ms"])
+        assert row["checked_ms"] > row["unchecked_ms"]  # the check's host sync costs time
