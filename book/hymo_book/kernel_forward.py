@@ -89,7 +89,8 @@ def chain_table(run: str = CHAIN_RUN) -> CaptionedTable:
                            "change": entry["change"], **entry["forward"]})
     header = ("shape", "setting", *(f"{n}: fwd ms (/copy)" for n in DTYPES.values()),
               *(f"{n}: fwd+bwd ms" for n in DTYPES.values()))
-    table = TextTable(header, rows, align="llrrrrrr", title="the forward alone, and with the backward")
+    table = TextTable(header, rows, align="llrrrrrr",
+                      title="the forward alone, and with the backward")
     return CaptionedTable(table, run_caption(report), values)
 
 
@@ -108,7 +109,7 @@ def dispatch_table(run: str = DISPATCH_RUN) -> CaptionedTable:
     report = load_result(run, need=("shapes",))
     gbps = report["environment"]["copy_GBps"]
     rows, values = [], []
-    for key, entry in report["shapes"].items():
+    for entry in report["shapes"].values():
         found = entry["results"]
         checked, quiet, alone = (found[n]["fwd_ms"] for n in
                                  ("chunk_triton", "chunk_triton_unchecked", "chunk_triton_kernel"))

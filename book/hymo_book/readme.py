@@ -127,6 +127,31 @@ def _precision_text(delta: dict) -> list[str]:
             "in the output."]
 
 
+def _gla_forward_text() -> list[str]:
+    """The gla forward alone at the chosen setting, every shape and dtype, against the copy."""
+    from hymo_book import kernel_forward as kf
+
+    latest, words = kf.latest_forward(), {"bfloat16": "bf16", "float32_tf32": "fp32 with TF32",
+                                           "float32": "fp32"}
+    shapes = dict.fromkeys(shape for shape, _ in latest)
+    parts = []
+    for shape in shapes:
+        cells = ", ".join(f"{words[k]} {_ms(latest[(shape, k)]['fwd_ms'])} "
+                          f"({latest[(shape, k)]['ratio']:.2f}×)" for k in words)
+        parts.append(f"{shape.replace('_', ' ')}: {cells}")
+    met = [f"{words[k]} at {shape.replace('_', ' ')}" for (shape, k), r in latest.items()
+           if r["ratio"] <= 3.0]
+    mixer = kf.dispatch_table().rows
+    gap = max(abs(r["unchecked_ms"] - r["alone_ms"]) for r in mixer)
+    return [f"The gla kernel's forward now runs in one launch over chunks of 128 steps, each "
+            f"program handing its chunk's end state to the next (chapter 10). Its forward alone "
+            f"({kf.LATEST_RUN}, `python3 benchmarks/gated_delta_profile.py --gla-forward`), "
+            f"and in brackets against a copy of its bytes: {'; '.join(parts)}. The target is at "
+            f"most 3×: met only in {', '.join(met) if met else 'none'}. Through the dispatcher "
+            f"as the GDN mixer calls it (no value check, no host sync) the forward takes at most "
+            f"{1000 * gap:.0f} µs more than the kernel alone ({kf.DISPATCH_RUN})."]
+
+
 def _delta_text(tuned: dict, runs: tuple[str, ...], walk_run: dict) -> list[str]:
     """The delta rule beside chunk_kda at every shape of the side-by-side ``runs`` (a table),
     TF32 from the tuned kernel's first run, and the single walk on one long sequence."""
@@ -236,7 +261,7 @@ def measured_section() -> str:
               f"`chunk_gla` ({gdn['file']}, `python3 benchmarks/gdn.py`), measured with TF32 "
               "products, which are now an opt-in (PyTorch's `allow_tf32`): fp32 inputs get "
               "fp32-grade products (\"tf32x3\") by default.", ""]
-    lines += _gla_table(gdn) + [""] + _precision_text(delta) + [""]
+    lines += _gla_table(gdn) + [""] + _precision_text(delta) + [""] + _gla_forward_text() + [""]
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
     long_run = load_result(DELTA_LONG_RUN, need=("peers",))
     lines += _delta_text(tuned, DELTA_SIDE_BY_SIDE, long_run) + [""] + _recurrent_text(rec)

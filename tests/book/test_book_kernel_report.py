@@ -6,6 +6,7 @@ whose verdicts agree with the ones the benchmark wrote."""
 import json
 
 import pytest
+from hymo_book import kernel_forward as kf
 from hymo_book import kernel_report as kr
 from hymo_book import kernel_runs as kn
 from hymo_book import results
@@ -126,7 +127,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 8 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 11 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # each delta target is met where every shape's written verdict is, the worst shape named
     _, picked = kn.delta_entries()
@@ -136,10 +137,15 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
-    latest = next(r for r in summary.rows if r["target"].endswith("the kernel alone, latest"))
-    run = kn.load_result(kn.GLA_FORWARD_RUN)["gla_forward"]["float32_tf32"]
-    assert latest["worst"] == run["fwd_ms"] / run["copy_ms"]
-    assert kn.GLA_FORWARD_RUN in summary.caption
+    # the latest forward alone: one row per dtype, each at its worst shape of the run
+    latest = [r for r in summary.rows if r["target"].endswith("the kernel alone, latest")]
+    runs = kf.latest_forward()
+    assert len(latest) == 3
+    for row, key in zip(latest, ("float32_tf32", "bfloat16", "float32"), strict=True):
+        assert row["worst"] == max(r["ratio"] for (_, k), r in runs.items() if k == key)
+    mixer = next(r for r in summary.rows if r["target"].endswith("as the GDN mixer calls it"))
+    assert mixer["worst"] == max(r["unchecked_vs_copy"] for r in kf.dispatch_table().rows)
+    assert kf.LATEST_RUN in summary.caption and kf.DISPATCH_RUN in summary.caption
 
 
 def test_the_gla_backward_table_reads_every_variant_of_its_run():

@@ -230,7 +230,8 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
         _chain_fwd_kernel[(NC * B * H,)](
             v, b, c, g, A, h0, hs, ht, o, hb, flags, T, B * H, H=H, S=S, D=D, BC=BC, BS=BS,
             BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
-            USE_H0=h0 is not None, STORE_HT=output_final_state, STORE_HB=hb is not hs, PRECISION=precision, **launch)
+            USE_H0=h0 is not None, STORE_HT=output_final_state, STORE_HB=hb is not hs,
+            PRECISION=precision, **launch)
     else:  # the chunk states in two launches, then the outputs
         _scan_states(v, b, g, A, h0, hs, ht, precision)
         _block_walk(v, b, c, g, A, hs, o, hb, True, precision)
