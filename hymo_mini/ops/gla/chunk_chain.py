@@ -6,9 +6,10 @@ adds on its own (ΔH_k), chains the chunk states in a light sequential scan,
 
     H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k ,
 
-and then lets a program per chunk walk its blocks from H_k. Between the launches the
-inputs are read twice and the chunk states go through memory three times. Here one
-program per (chunk, batch, head) does all three steps for its chunk:
+and then lets a program per chunk walk its blocks from H_k. Each chunk state goes through
+memory three times (ΔH written, rewritten by the scan, read by the outputs), and each
+launch waits for the one before to finish. Here one program per (chunk, batch, head) does
+all three steps for its chunk, and each state is written once and read once:
 
 1. ΔH_k, what the chunk writes decayed to its end, as ``chunk_states._chunk_delta_kernel``
    computes it: one product over PIECE steps (64 at most, so that a tile stays in

@@ -138,7 +138,7 @@ BLOCK_STATES = ("store", "recompute")
 # "forward", how the chunk states are chained: "scan", in three launches (every chunk's ΔH,
 # the sequential scan, the outputs); "chain", in one, each program waiting for the state the
 # program of the chunk before hands on (hymo_mini.ops.gla.chunk_chain). The same states,
-# with the inputs read once less and two launches fewer.
+# each written once and read once, in one launch instead of three.
 FORWARDS = ("scan", "chain")
 INTERPRET_CONFIGS = {
     "chunk": 32,
