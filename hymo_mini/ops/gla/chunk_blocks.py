@@ -11,11 +11,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from hymo_mini.ops.gla.chunk_states import _rows
+from hymo_mini.ops.gla.chunk_states import LOG2E, _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
-
-LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x · log2(e))
 
 # --------------------------------------------------------------------------------------
 # Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);

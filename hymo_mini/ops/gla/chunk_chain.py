@@ -46,7 +46,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gla.chunk_blocks import LOG2E, _output_block
-from hymo_mini.ops.gla.chunk_states import _rows
+from hymo_mini.ops.gla.chunk_states import _chunk_delta
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
 
@@ -79,15 +79,9 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
     o_p = tl.arange(0, PIECE)
     for i_p in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), PIECE)):
         o_t = i_c * BC + i_p * PIECE + o_p
-        m_t = o_t < T  # padding steps: g = 0 (no decay), b = 0 (no write)
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [PIECE]
-        b_L = tl.cumsum(b_g, axis=0)  # [PIECE] from the piece's start
-        b_Lp = tl.sum(b_g, axis=0)  # the whole piece
-        b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [PIECE, BS]
-        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [PIECE, BD]
-        b_b = b_b * tl.exp2((b_Lp - b_L)[:, None] * b_A2[None, :])  # decayed to the piece end
-        b_dh = b_dh * tl.exp2(b_Lp * b_A2)[:, None]
-        b_dh += tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
+        b_dp, b_Lp = _chunk_delta(b, v, g, b_A2, row0, o_t, o_t < T, o_s, m_s, o_d, m_d, S, D,
+                                  H, PRECISION)
+        b_dh = b_dh * tl.exp2(b_Lp * b_A2)[:, None] + b_dp  # the earlier pieces decayed on
         b_Lend += b_Lp
     # 2. the state the chunk starts with
     p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_sd  # [BS, BD] chunk 0's

@@ -20,6 +20,8 @@ import triton.language as tl
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
 
+LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x · log2(e))
+
 # --------------------------------------------------------------------------------------
 # Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);
 # states (B·H, NC, S, D) fp32. Step t of (i_b, i_h) is row (i_b·T + t)·H + i_h.
@@ -29,6 +31,23 @@ def _rows(p, row0, o_t, m_t, o_x, m_x, W: tl.constexpr, H: tl.constexpr):
     """Load rows t of a (B, T, H, W) tensor as fp32: [len(o_t), len(o_x)]."""
     ptrs = p + (row0 + o_t[:, None] * H) * W + o_x[None, :]
     return tl.load(ptrs, mask=m_t[:, None] & m_x[None, :], other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _chunk_delta(b, v, g, b_A2, row0, o_t, m_t, o_s, m_s, o_d, m_d, S: tl.constexpr,
+                 D: tl.constexpr, H: tl.constexpr, PRECISION: tl.constexpr):
+    """What the steps o_t (one chunk, or a piece of one) of one (b, h) add to the state on
+    their own, ΔH = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s [BS, BD], and their gate sum
+    L_end. b_A2 = A log2(e), the rates in base 2. Padding steps (m_t false) load g = 0 (no
+    decay) and b = 0 (no write)."""
+    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
+    b_L = tl.cumsum(b_g, axis=0)  # [BC] gate summed from the chunk start
+    b_Lend = tl.sum(b_g, axis=0)  # over the whole chunk
+    b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
+    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
+    b_b = b_b * tl.exp2((b_Lend - b_L)[:, None] * b_A2[None, :])  # decayed to the chunk end
+    b_dh = tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
+    return b_dh, b_Lend
 
 
 @triton.jit
@@ -42,21 +61,15 @@ def _chunk_delta_kernel(b, v, g, A, hs, decay, T,
     NC = tl.cdiv(T, BC)
     o_c, o_s, o_d = tl.arange(0, BC), tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     row0 = i_b.to(tl.int64) * T * H + i_h
     o_t = i_c * BC + o_c
-    m_t = o_t < T  # padding steps: g = 0 (no decay), b = 0 (no write)
-    b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
-    b_L = tl.cumsum(b_g, axis=0)  # [BC] gate summed from the chunk start
-    b_Lend = tl.sum(tl.where(o_c == BC - 1, b_L, 0.0), axis=0)
-    b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
-    b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
-    b_b = b_b * tl.exp((b_Lend - b_L)[:, None] * b_A[None, :])  # decayed to the chunk end
-    b_dh = tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
+    b_dh, b_Lend = _chunk_delta(b, v, g, b_A2, row0, o_t, o_t < T, o_s, m_s, o_d, m_d, S, D, H,
+                                PRECISION)
     i_k = i_bh.to(tl.int64) * NC + i_c
     tl.store(hs + i_k * S * D + o_s[:, None] * D + o_d[None, :], b_dh,
              mask=m_s[:, None] & m_d[None, :])
-    tl.store(decay + i_k * S + o_s, tl.exp(b_Lend * b_A), mask=m_s)
+    tl.store(decay + i_k * S + o_s, tl.exp2(b_Lend * b_A2), mask=m_s)
 
 
 @triton.jit
