@@ -52,10 +52,43 @@ CASES = {
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("forward", gdt.FORWARDS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_kernel_matches_loop(case):
+def test_kernel_matches_loop(monkeypatch, case, forward):
+    """Both forwards (in passes, and in one launch over stretches of chunks), each with the
+    one backward."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward=forward))
     B, T, H, S, D, kw = CASES[case]
     check(B, T, H, S, D, **kw)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("chunk, stretch, shape, kw", [
+    (16, 1, (1, 70, 2, 32, 20), dict(decay_scale=10.0)),  # a stretch of one chunk
+    (16, 3, (2, 70, 1, 32, 20), {}),  # 2 stretches, the last of 2 chunks, one ragged
+    (16, 4, (1, 150, 2, 24, 24), dict(beta="near1", with_h0=False)),  # 3 stretches
+    (32, 2, (1, 100, 1, 16, 16), dict(decay_scale=0.01, output_final_state=False)),
+])
+def test_one_launch_over_stretches(monkeypatch, chunk, stretch, shape, kw):
+    """The one-launch forward over stretches of 1 to 4 chunks, of 16 and 32 steps: ragged
+    last stretches and chunks, several hand-overs, with and without the initial and final
+    states; the backward reads the WY forms and chunk states it stored."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), chunk=chunk, forward="chain",
+                                          chain=dict(chunks=stretch, num_warps=1,
+                                                     num_stages=1)))
+    check(*shape, **kw)
+
+
+@pytest.mark.triton
+@pytest.mark.skipif(DEVICE != "cuda", reason="the programs' order matters only on a GPU")
+def test_one_launch_forward_is_deterministic(monkeypatch):
+    """Whichever program takes which ticket, every state is formed by the same operations:
+    two calls give the same bits."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(gdt.CONFIGS, forward="chain"))
+    leaves = [t.detach() for t in make_leaves(4, 1000, 8, 32, 32, torch.float32)]
+    first = chunk_gated_delta_triton(*leaves, output_final_state=True)
+    again = chunk_gated_delta_triton(*leaves, output_final_state=True)
+    assert all(torch.equal(x, y) for x, y in zip(first, again, strict=True))
 
 
 @pytest.mark.triton
@@ -193,6 +226,16 @@ def test_bad_inverse_setting(monkeypatch):
 def test_bad_chunk_setting(monkeypatch):
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), chunk=48))
     with pytest.raises(ValueError, match="chunk"):
+        chunk_gated_delta_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3,
+                                                                   torch.float32)))
+
+
+@pytest.mark.parametrize("change, match", [(dict(forward="scan"), "forward"),
+                                           (dict(forward="chain", chain=dict(chunks=0)),
+                                            "chunks")])
+def test_bad_forward_setting(monkeypatch, change, match):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), **change))
+    with pytest.raises(ValueError, match=match):
         chunk_gated_delta_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3,
                                                                    torch.float32)))
 

@@ -73,6 +73,7 @@ import torch
 import triton
 
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
+from hymo_mini.ops.gated_delta.chunk_chain import _chain_fwd_kernel
 from hymo_mini.ops.gated_delta.chunk_groups import (
     _group_bwd_kernel,
     _group_fwd_kernel,
@@ -89,16 +90,22 @@ from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CONFIGS_16BIT",
-           "CHUNKS", "INVERSES", "INTERPRET"]
+           "CHUNKS", "INVERSES", "FORWARDS", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 CHUNKS = (16, 32, 64)  # BT: a power of two, and at least 16 for tl.dot
 INVERSES = ("levels", "rows")  # how (I + M)⁻¹ is formed: merged blocks, or row by row
+# how the forward chains the chunk states: "passes", in three launches (every chunk's WY
+# form, the walk or the grouped passes, every chunk's outputs); "chain", in one, a program
+# per stretch of CONFIGS["chain"]["chunks"] chunks handing its end state to the next
+# (hymo_mini.ops.gated_delta.chunk_chain). The backward is the same for both.
+FORWARDS = ("passes", "chain")
 # Launch settings per kernel. "split": value columns per sequential program of the
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
 # benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
 # at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
-CONFIGS = {"chunk": 16, "inverse": "levels",
+CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes",
+           "chain": dict(chunks=4, num_warps=1, num_stages=1),
            "wy_fwd": dict(num_warps=1, num_stages=1),
            "output": dict(num_warps=1, num_stages=1),
            "du_local": dict(num_warps=1, num_stages=1),
@@ -119,7 +126,8 @@ CONFIGS_16BIT = {"chunk_bwd": dict(num_warps=1, num_stages=1),
                  "state_fwd": dict(split=16, num_warps=4, num_stages=3),
                  "state_bwd": dict(split=16, num_warps=4, num_stages=3)}
 # the interpreter runs programs one after another: short chunks, fewest programs
-INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels",
+INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes",
+           "chain": dict(chunks=4, num_warps=1, num_stages=1),
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
                      **{k: dict(split=1 << 30, num_warps=1, num_stages=1)
@@ -155,6 +163,9 @@ def _sizes(v, b, states: str):
         raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
     if inverse not in INVERSES:
         raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
+    if _config("forward") not in FORWARDS:
+        raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, "
+                         f"got {_config('forward')!r}")
     BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
     BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
@@ -181,10 +192,24 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
     w = v.new_empty(B, T, H, S, dtype=torch.float32)
     BT = sizes["BT"]
     mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
-    _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, T, **in_chunk,
-                                INVERSE=_config("inverse"), **_launch("wy_fwd", half))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
+    if _config("forward") == "chain":  # one launch: each stretch hands its end state on
+        NB = _config("chain")["chunks"]
+        if not (isinstance(NB, int) and NB >= 1):
+            raise ValueError("CONFIGS['chain']['chunks'] must be a positive integer, "
+                             f"got {NB!r}")
+        flags = torch.zeros(1 + B * H * triton.cdiv(NC, NB), dtype=torch.int32,
+                            device=v.device)
+        o = torch.empty_like(v)
+        _chain_fwd_kernel[(triton.cdiv(NC, NB) * B * H,)](
+            v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H, **sizes, BD=BD,
+            LOG2_BT=BT.bit_length() - 1, NB=NB, USE_H0=h0 is not None,
+            STORE_HT=output_final_state, PRECISION=precision, INVERSE=_config("inverse"),
+            **_launch("chain", half))
+        return o, ht, hs, u, w, mk, ti
+    _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, T, **in_chunk,
+                                INVERSE=_config("inverse"), **_launch("wy_fwd", half))
     NG, G = _groups(B * H * ND, NC)
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_fwd", half))
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks

@@ -1,0 +1,142 @@
+"""The chunked gated delta forward in one launch: each program hands the state at its
+chunk's end to the program of the next chunk, as the gla forward of
+``hymo_mini.ops.gla.chunk_chain`` does, while the chunks' WY solves and outputs run in
+parallel.
+
+The forward in passes (``chunk_triton``) solves every 16-step chunk's WY form at once,
+then walks the chunks one after another, in a program per (batch, head, value columns),
+
+    U_j = Uv_j - W_j H_j,    H_{j+1} = Γ_j ⊙ H_j + K̂_jᵀ U_j ,
+
+and then forms the outputs at once. The walk is the long part: its steps depend on each
+other, so a sequence of T steps is T/16 dependent products. The state after a stretch of
+chunks is an affine map of the state before it, H ↦ M H + B with M (S, S) and B (S, D):
+through one chunk M = diag(Γ) - K̂ᵀ W and B = K̂ᵀ Uv, and through several the maps
+compose. A program per (stretch of NB chunks, batch, head) therefore
+
+1. solves its chunks' WY forms (Mk, (I + M)⁻¹, W, Uv, kept for the backward) and composes
+   its stretch's map (M, B) from the identity, without the state;
+2. waits for the state its stretch starts with, H, handed on by the program before it (or
+   the initial state), and hands on M H + B: one (S, S)·(S, D) product on the chain;
+3. walks its chunks from H: U_j = Uv_j - W_j H_j, the outputs O_j = Q̃_j H_j + P_j U_j,
+   and the chunk-start states the backward reads.
+
+Tickets, flags and their memory order are those of the gla kernel (its docstring says
+why every wait ends). Step 3 reads back the W and Uv that step 1 stored, after a barrier:
+different lanes may have written them. The state at the end of a stretch is formed twice,
+by its map (handed on) and by step 3's walk (not kept); the next stretch starts from the
+handed-on one and stores it as its first chunk state, so every U is formed from the state
+stored for its chunk.
+
+Memory: what the forward in passes keeps (U, W, Mk, (I + M)⁻¹, the chunk-start states),
+the counter and one flag per stretch (1 + B·H·⌈T/(NB·16)⌉ int32, zeroed every call).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from hymo_mini.ops.gated_delta.chunk_kernels import _erasures
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _intra
+from hymo_mini.ops.gla.chunk_states import _rows
+
+__all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
+
+
+@triton.jit
+def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, BH,
+                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                      BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
+                      NB: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
+                      PRECISION: tl.constexpr, INVERSE: tl.constexpr):
+    """One stretch of NB chunks of one (b, h), by ticket. flags[0] counts the tickets;
+    flags[1 + k·BH + bh] is raised once the state stretch k + 1 starts with is stored, as
+    hs[bh, (k + 1)·NB]. hs[bh, j] receives every chunk j's start state."""
+    ticket = tl.atomic_add(flags, 1)  # the order this program started in
+    i_c, i_bh = ticket // BH, ticket % BH
+    i_b, i_h = i_bh // H, i_bh % H
+    NC = tl.cdiv(T, NB * BT)  # stretches
+    NK = tl.cdiv(T, BT)  # chunks
+    k0 = i_c * NB  # the stretch's first chunk
+    NJ = tl.minimum(NB, NK - k0)  # its chunks
+    o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
+    m_s, m_d = o_s < S, o_d < D
+    m_h = m_s[:, None] & m_d[None, :]
+    o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
+    o_tt = o_i[:, None] * BT + o_i[None, :]  # [BT, BT]
+    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_A2 = b_A * LOG2E  # the rates in base 2
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    p_tt = (i_bh.to(tl.int64) * NK + k0) * BT * BT + o_tt  # [BT, BT] the first chunk's
+    # 1. every chunk's WY form, and the stretch's map H -> M H + B composed chunk by chunk
+    b_M = tl.where(o_s[:, None] == o_s[None, :], 1.0, 0.0)  # [BS, BS]
+    b_B = tl.zeros([BS, BD], dtype=tl.float32)
+    for j in range(0, NJ):
+        o_t = (k0 + j) * BT + o_i
+        m_t = o_t < T  # padding steps: g = 0, β = 0, b = 0 (no decay, no write)
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+        b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION,
+                               INVERSE)  # [BT, BT]
+        tl.store(mk + p_tt + j * BT * BT, b_Mk)
+        tl.store(ti + p_tt + j * BT * BT, b_Ti)
+        b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :]) * b_beta[:, None]  # [BT, BS] β K̃
+        b_w = tl.dot(b_Ti, b_Kt, input_precision=PRECISION)  # [BT, BS] W
+        b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD] Uv
+        o_row = row0 + o_t[:, None] * H  # [BT, 1]
+        tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
+        tl.store(u + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])
+        b_kh = b_k * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS] K̂
+        b_G = tl.exp2(b_lend * b_A2)[:, None]  # [BS, 1] Γ_C
+        b_WM = tl.dot(b_w, b_M, input_precision=PRECISION)  # [BT, BS]
+        b_M = b_M * b_G - tl.dot(tl.trans(b_kh), b_WM, input_precision=PRECISION)
+        b_R = b_uv - tl.dot(b_w, b_B, input_precision=PRECISION)  # [BT, BD]
+        b_B = b_B * b_G + tl.dot(tl.trans(b_kh), b_R, input_precision=PRECISION)
+    # 2. the state the stretch starts with, and the one it hands on
+    p_hs = hs + (i_bh.to(tl.int64) * NK + k0) * S * D + o_sd  # [BS, BD] its first chunk's
+    if i_c == 0:
+        b_h = tl.zeros([BS, BD], dtype=tl.float32)
+        if USE_H0:
+            b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_sd, mask=m_h, other=0.0)
+        tl.store(p_hs, b_h, mask=m_h)
+    else:
+        p_flag = flags + 1 + (i_c - 1) * BH + i_bh
+        ready = tl.atomic_add(p_flag, 0, sem="acquire")
+        while ready == 0:
+            ready = tl.atomic_add(p_flag, 0, sem="acquire")
+        b_h = tl.load(p_hs, mask=m_h, other=0.0, cache_modifier=".cg")
+    b_next = tl.dot(b_M, b_h, input_precision=PRECISION) + b_B  # [BS, BD]
+    if i_c + 1 < NC:
+        tl.store(p_hs + NB * S * D, b_next, mask=m_h)
+        tl.debug_barrier()  # every lane's part of the state is stored before the flag
+        tl.atomic_xchg(flags + 1 + i_c * BH + i_bh, 1, sem="release")
+    elif STORE_HT:
+        tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
+    tl.debug_barrier()  # step 1's W and Uv, stored by any lane, are read below by any
+    # 3. the walk through the stretch from H: U, the outputs and the chunk-start states
+    for j in range(0, NJ):
+        o_t = (k0 + j) * BT + o_i
+        m_t = o_t < T
+        o_row = row0 + o_t[:, None] * H  # [BT, 1]
+        m_tD = m_t[:, None] & m_d[None, :]
+        tl.store(p_hs + j * S * D, b_h, mask=m_h & (j > 0))  # the first is stored above
+        b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD] Uv
+        b_u -= tl.dot(b_w, b_h, input_precision=PRECISION)  # [BT, BD] U
+        tl.store(u + o_row * D + o_d[None, :], b_u, mask=m_tD)
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
+        b_o = tl.dot(b_q * tl.exp2(b_l[:, None] * b_A2[None, :]), b_h,
+                     input_precision=PRECISION)  # [BT, BD] Q̃ H
+        b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
+        tl.store(o + o_row * D + o_d[None, :], b_o.to(o.dtype.element_ty), mask=m_tD)
+        b_kh = b_k * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS] K̂
+        b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
+        b_h += tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)
