@@ -18,7 +18,9 @@ setting's (relative RMS below 1e-3). The settings are restored afterwards.
 
 With --gla-forward: the gla kernel's forward alone in bf16, fp32 with TF32 products and fp32,
 its do_bench time against the sum of its launches' device times and a copy of its bytes.
-With --gla-forward-changes: the same at each given change of the gla kernel's CONFIGS.
+With --gla-forward-changes: the same at each given change of the gla kernel's CONFIGS;
+with --delta-forward-changes, at each change of the delta kernel's (the one-launch forward,
+its stretch, its warps).
 
     python3 benchmarks/gated_delta_profile.py --dtypes --no-sweep --gla-forward-changes '{}' \
         '{"output_fwd": {"num_warps": 2, "num_stages": 1}}'
@@ -48,7 +50,12 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.gated_delta_backends import kernel_alone, make_inputs, with_A_log  # noqa: E402
 from benchmarks.gdn import environment, parse_shape, rel_err, time_ms  # noqa: E402
 from benchmarks.gdn_chunk_profile import kernel_times  # noqa: E402
-from hymo_mini.ops.gated_delta import chunk_kernels, chunk_states  # noqa: E402
+from hymo_mini.ops.gated_delta import (  # noqa: E402
+    chunk_chain,
+    chunk_groups,
+    chunk_kernels,
+    chunk_states,
+)
 from hymo_mini.ops.gated_delta import chunk_triton as gdt  # noqa: E402
 from hymo_mini.ops.gla import chunk_blocks as gla_blocks  # noqa: E402
 from hymo_mini.ops.gla import chunk_states as gla_states  # noqa: E402
@@ -137,15 +144,22 @@ def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
     return {"variants": rows, "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
 
 
-def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float32")) -> dict:
-    """The gla kernel's forward alone (no autograd, as the kernel-only benchmark times it),
-    per dtype: its time by do_bench (the host's launches included), the device time of each
-    of its launches by torch.profiler, their sum, and a device-to-device copy of its bytes
-    (v, b, c, g read and o written): how much of the forward is the GPU's and how much the
-    host's. Then the forward + backward's time (do_bench), the backward reading what this
-    forward kept."""
-    fn = with_A_log(kernel_alone("gla"))
-    out = {}
+DELTA_FORWARD_KERNELS = ("_wy_fwd_kernel", "_state_fwd_kernel", "_output_kernel",
+                         "_group_fwd_kernel", "_group_scan_fwd_kernel", "_chain_fwd_kernel")
+
+
+def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float32"),
+                       rule="gla") -> dict:
+    """The rule's chunked kernel's forward alone (no autograd, as the kernel-only benchmark
+    times it), per dtype: its time by do_bench (the host's launches included), the device
+    time of each of its launches by torch.profiler, their sum, and a device-to-device copy
+    of its bytes (v, b, c, g, and β for the delta rule, read and o written): how much of
+    the forward is the GPU's and how much the host's. Then the forward + backward's time
+    (do_bench) and peak memory above the inputs, the backward reading what this forward
+    kept, and the output itself (for comparing settings)."""
+    fn = with_A_log(kernel_alone(rule))
+    names = GLA_KERNELS if rule == "gla" else DELTA_FORWARD_KERNELS
+    out, outputs = {}, {}
     for name in dtypes:
         dtype = torch.float32 if name.startswith("float32") else torch.bfloat16
         inputs, do = make_inputs(*parse_shape(shape), dtype, device)
@@ -154,11 +168,13 @@ def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float
             def fwd(inputs=inputs):
                 with torch.no_grad():
                     return fn(*inputs)
-            kernels = kernel_us(fwd, {k: k for k in GLA_KERNELS})
-            nbytes = sum(t.numel() * t.element_size() for t in inputs[:4]) + inputs[0].numel() \
+            kernels = kernel_us(fwd, {k: k for k in names})
+            read = inputs[:4] if rule == "gla" else inputs[:4] + inputs[5:]
+            nbytes = sum(t.numel() * t.element_size() for t in read) + inputs[0].numel() \
                 * inputs[0].element_size()
             flat = torch.empty(nbytes // 2, dtype=torch.uint8, device=device)  # read + write
-            leaves = [t.detach().requires_grad_() for t in inputs[:5]]  # no beta: gla
+            leaves = [t.detach().requires_grad_() for t in inputs]
+            leaves = leaves[:5] if rule == "gla" else leaves  # gla has no beta
 
             def fwdbwd(leaves=leaves, do=do):
                 return torch.autograd.grad(fn(*leaves), leaves, do)
@@ -166,28 +182,52 @@ def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float
                          "kernels_sum_ms": sum(kernels.values()) / 1e3,
                          "copy_ms": time_ms(flat.clone, device), "bytes": nbytes,
                          "fwdbwd_ms": time_ms(fwdbwd, device)}
+            torch.cuda.reset_peak_memory_stats(device)
+            base = torch.cuda.memory_allocated(device)
+            fwdbwd()
+            out[name]["peak_mib"] = (torch.cuda.max_memory_allocated(device) - base) / 2**20
+            outputs[name] = [fwd(), *fwdbwd()]  # o, then every leaf's gradient
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
-        print("  gla forward", name, out[name], flush=True)
-    return out
+        print(f"  {rule} forward", name, out[name], flush=True)
+    return out, outputs
 
 
-def gla_forward_changes(shape, device, changes) -> dict:
-    """gla_forward_report at each change of the gla kernel's CONFIGS (e.g. the output
-    kernel's warps, or its maxnreg), then the registers and spills of every variant of its
-    kernels compiled; the settings are restored."""
-    saved, rows = copy.deepcopy(gtc.CONFIGS), []
+def gla_forward_changes(shape, device, changes, rule="gla",
+                        dtypes=("bfloat16", "float32_tf32", "float32")) -> dict:
+    """gla_forward_report at each change of the rule's kernel's CONFIGS (e.g. the output
+    kernel's warps, or its maxnreg; for the delta rule, the one-launch forward and its
+    stretch), each output's relative RMS difference from the first change's, then the
+    registers and spills of every variant of its kernels compiled; the settings are
+    restored."""
+    module = gtc if rule == "gla" else gdt
+    saved, rows, first = copy.deepcopy(module.CONFIGS), [], None
     try:
         for change in changes:
-            gtc.CONFIGS.clear()
-            gtc.CONFIGS.update(copy.deepcopy(saved))
-            gtc.CONFIGS.update(copy.deepcopy(change))
-            print("  gla forward change", change, flush=True)
-            rows.append({"change": change, "forward": gla_forward_report(shape, device)})
+            module.CONFIGS.clear()
+            module.CONFIGS.update(copy.deepcopy(saved))
+            module.CONFIGS.update(copy.deepcopy(change))
+            print(f"  {rule} forward change", change, flush=True)
+            try:
+                forward, outputs = gla_forward_report(shape, device, dtypes, rule)
+            except Exception as err:  # a setting that does not compile is reported
+                rows.append({"change": change, "error": f"{type(err).__name__}: {err}"[:300]})
+                continue
+            first = outputs if first is None else first
+            for name, got in outputs.items():  # o, and the largest over the gradients
+                forward[name]["rel_vs_first"] = rel_err(got[0], first[name][0])
+                forward[name]["grads_rel_vs_first"] = max(
+                    rel_err(x, y) for x, y in zip(got[1:], first[name][1:], strict=True))
+            rows.append({"change": change, "forward": forward})
     finally:
-        gtc.CONFIGS.clear()
-        gtc.CONFIGS.update(saved)
-    return {"changes": rows, "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
+        module.CONFIGS.clear()
+        module.CONFIGS.update(saved)
+    if rule == "gla":
+        return {"changes": rows, "compiled": compiled_info((gla_blocks, gla_states),
+                                                          GLA_KERNELS)}
+    return {"changes": rows, "compiled": compiled_info((chunk_kernels, chunk_states,
+                                                        chunk_groups, chunk_chain),
+                                                       DELTA_FORWARD_KERNELS)}
 
 
 class Case:
@@ -322,6 +362,13 @@ def main(argv=None):
                              "(e.g. '{}' and '{\"output_fwd\": {\"num_warps\": 1, "
                              "\"num_stages\": 1, \"maxnreg\": 128}}'): --gla-forward "
                              "at each (gla_forward_changes)")
+    parser.add_argument("--delta-forward-changes", nargs="*", default=[], metavar="JSON",
+                        help="changes to the delta kernel's CONFIGS, each a JSON object (e.g. "
+                             "'{}' and '{\"forward\": \"chain\"}'): its forward alone, "
+                             "as --gla-forward-changes times the gla kernel's")
+    parser.add_argument("--forward-dtypes", nargs="*",
+                        default=["bfloat16", "float32_tf32", "float32"],
+                        help="the dtypes of --delta-forward-changes")
     parser.add_argument("--best-out", default=None, help="write the best setting here (JSON)")
     parser.add_argument("--gla-best-out", default=None,
                         help="write the gla change with the least forward + backward (JSON)")
@@ -356,12 +403,19 @@ def main(argv=None):
         print("gla", report["gla"], flush=True)
         save()
     if args.gla_forward:
-        report["gla_forward"] = gla_forward_report(args.shape, device)
+        report["gla_forward"] = gla_forward_report(args.shape, device)[0]
         save()
     if args.gla_forward_changes:
         report["gla_forward_changes"] = gla_forward_changes(
             args.shape, device, [json.loads(c) for c in args.gla_forward_changes])
         print("gla forward compiled", report["gla_forward_changes"]["compiled"], flush=True)
+        save()
+    if args.delta_forward_changes:
+        report["delta_forward_changes"] = gla_forward_changes(
+            args.shape, device, [json.loads(c) for c in args.delta_forward_changes], "delta",
+            args.forward_dtypes)
+        print("delta forward compiled", report["delta_forward_changes"]["compiled"],
+              flush=True)
         save()
     if args.group_sweep:
         report["group_sweep"] = group_sweep(args.group_shapes, args.dtypes, args.group_sweep,
