@@ -56,4 +56,13 @@ def test_book_validates_on_another_cpu_path(env):
     result = subprocess.run(cmd, cwd=REPO, env=run_env, capture_output=True, text=True,
                             timeout=1500)
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
-    assert result.returncode == 0, "\n".join(failed) or result.stdout[-3000:]
+    assert result.returncode == 0, "\n".join(failed) + "\n" + _failures(result.stdout)
+
+
+def _failures(stdout: str, keep: int = 6000) -> str:
+    """The report's FAILURES section (each failed cell's traceback), its last ``keep``
+    characters: what went wrong, not only where."""
+    start = stdout.find("= FAILURES =")
+    end = stdout.find("short test summary info", max(start, 0))
+    section = stdout[start:end] if start >= 0 else stdout
+    return section[-keep:]
