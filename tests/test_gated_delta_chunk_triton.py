@@ -205,13 +205,16 @@ def test_16bit_inputs_take_their_own_launch_settings(monkeypatch):
     """On the GPU, bf16 and fp16 inputs launch with CONFIGS_16BIT where it has an entry and
     with CONFIGS elsewhere; fp32 inputs always with CONFIGS."""
     monkeypatch.setattr(gdt, "INTERPRET", False)
-    for name in ("wy_fwd", "output", "du_local", "chunk_bwd", "state_fwd", "state_bwd"):
-        fp32 = {k: v for k, v in gdt.CONFIGS[name].items() if k != "split"}
+    for name in ("wy_fwd", "output", "du_local", "chunk_bwd", "state_fwd", "state_bwd",
+                 "chain"):
+        fp32 = {k: v for k, v in gdt.CONFIGS[name].items() if k not in ("split", "chunks")}
         half = {k: v for k, v in gdt.CONFIGS_16BIT.get(name, gdt.CONFIGS[name]).items()
-                if k != "split"}
+                if k not in ("split", "chunks")}
         assert gdt._launch(name) == fp32
         assert gdt._launch(name, half=True) == half
     assert gdt._config("chunk", half=True) == gdt.CONFIGS["chunk"]
+    # the forward: in one launch for 16-bit inputs, in passes for fp32 (the timed choice)
+    assert (gdt._config("forward"), gdt._config("forward", half=True)) == ("passes", "chain")
     v = torch.zeros(1, 1, 1, 1)
     assert not gdt._half(v) and gdt._half(v.bfloat16()) and gdt._half(v.half())
 

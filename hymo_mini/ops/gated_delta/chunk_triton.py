@@ -17,7 +17,11 @@ merging diagonal blocks level by level, ``chunk_kernels._unit_lower_inverse_leve
 row by row with ``CONFIGS["inverse"] = "rows"``; Mk and (I + M)⁻¹ are kept for the
 backward); a sequential pass per (batch, head, value columns) that stores each H_0 and U
 (``chunk_states._state_fwd_kernel``; for few long sequences cut into groups of chunks that
-run at once, ``chunk_groups``); every chunk's O at once (``_output_kernel``).
+run at once, ``chunk_groups``); every chunk's O at once (``_output_kernel``). Or in one
+launch (``CONFIGS["forward"] = "chain"``, the default for bf16 and fp16 inputs): a program
+per stretch of chunks solves its chunks' WY forms, composes the stretch's map of the state,
+waits for the state the program before hands on, hands on its own end state, then walks its
+chunks for U and O (``chunk_chain``). Both keep the same tensors for the backward.
 
 **The backward, derived.** Given dO (BT, D) and dH_C (S, D), the gradient at the chunk's
 end, and writing R = V - K̃ H_0 (so that (I + M) U = diag(β) R):
@@ -118,16 +122,20 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes",
            # was as fast in bf16 and faster in fp32
            # (book/results/gated_delta_group_sweep_h200_2026-12-02.json)
            "group": dict(chunks=64, below=128)}
-# Per-kernel settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per
-# dot, 16-bit loads), from a bf16 sweep on the H200
+# Settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per dot, 16-bit
+# loads), from a bf16 sweep on the H200
 # (book/results/gated_delta_profile_bf16_h200_2026-12-02.json); fp32's three-pass products
-# keep CONFIGS. Chunk and inverse are shared.
-CONFIGS_16BIT = {"chunk_bwd": dict(num_warps=1, num_stages=1),
+# keep CONFIGS. Chunk and inverse are shared. The one-launch forward over stretches of 8
+# chunks was the fastest bf16 forward timed at both benchmark shapes, and in fp32 the
+# slowest (at one warp tf32x3's three products per dot spill registers):
+# book/results/delta_forward_chain_{b4t4096,b1t16384}_h200_2026-12-02.json.
+CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_stages=1),
+                 "chunk_bwd": dict(num_warps=1, num_stages=1),
                  "state_fwd": dict(split=16, num_warps=4, num_stages=3),
                  "state_bwd": dict(split=16, num_warps=4, num_stages=3)}
 # the interpreter runs programs one after another: short chunks, fewest programs
 INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes",
-           "chain": dict(chunks=4, num_warps=1, num_stages=1),
+                     "chain": dict(chunks=2, num_warps=1, num_stages=1),
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
                      **{k: dict(split=1 << 30, num_warps=1, num_stages=1)
@@ -163,9 +171,9 @@ def _sizes(v, b, states: str):
         raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
     if inverse not in INVERSES:
         raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
-    if _config("forward") not in FORWARDS:
+    if _config("forward", _half(v)) not in FORWARDS:
         raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, "
-                         f"got {_config('forward')!r}")
+                         f"got {_config('forward', _half(v))!r}")
     BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
     BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
@@ -194,8 +202,8 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
     mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    if _config("forward") == "chain":  # one launch: each stretch hands its end state on
-        NB = _config("chain")["chunks"]
+    if _config("forward", half) == "chain":  # one launch: each stretch hands its end state on
+        NB = _config("chain", half)["chunks"]
         if not (isinstance(NB, int) and NB >= 1):
             raise ValueError("CONFIGS['chain']['chunks'] must be a positive integer, "
                              f"got {NB!r}")
