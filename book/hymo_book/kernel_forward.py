@@ -1,7 +1,10 @@
-"""Chapter 21's tables of the gla kernel's forward against the copy of its bytes, from the
-runs that chose its one-launch forward (``hymo_mini.ops.gla.chunk_chain``): the three-launch
-forward under launch settings, the two forwards over chunks of 64 and 128 steps at both
-shapes, the chosen setting alone, and the dispatcher without and with its value check.
+"""Chapter 21's tables of the chunked kernels' forwards against the copy of their bytes.
+The gla kernel's, from the runs that chose its one-launch forward
+(``hymo_mini.ops.gla.chunk_chain``): the three-launch forward under launch settings, the two
+forwards over chunks of 64 and 128 steps at both shapes, the chosen setting alone, and the
+dispatcher without and with its value check. The delta rule kernel's, from the runs that
+chose its one-launch forward for 16-bit inputs (``hymo_mini.ops.gated_delta.chunk_chain``):
+the forward in passes against one launch over stretches of chunks, at both shapes.
 Read from ``book/results``; nothing here measures time. Checked by
 ``tests/book/test_book_kernel_forward.py``.
 """
@@ -11,8 +14,10 @@ from __future__ import annotations
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DTYPES", "setting_label",
-           "settings_table", "chain_table", "latest_forward", "dispatch_table"]
+__all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS",
+           "DTYPES", "DELTA_DTYPES", "setting_label", "settings_table", "chain_table",
+           "latest_forward", "dispatch_table", "delta_setting_label", "delta_chain_table",
+           "delta_latest_forward"]
 
 # the three-launch forward (tree 8b30f04) under launch settings, B4 T4096 H40
 SETTINGS_RUN = "gla_forward_settings_h200_2026-12-02.json"
@@ -25,6 +30,11 @@ DISPATCH_RUN = "chunk_dispatch_h200_2026-12-02.json"
 # the runs' dtype keys: fp32 inputs with fp32-grade products (the default) or with TF32
 # products (PyTorch's allow_tf32), and bf16
 DTYPES = {"float32": "fp32", "float32_tf32": "fp32, TF32", "bfloat16": "bf16"}
+# the delta kernel's forward in passes against one launch (tree d1ab4ab), one run a shape
+DELTA_CHAIN_RUNS = ("delta_forward_chain_b4t4096_h200_2026-12-02.json",
+                    "delta_forward_chain_b1t16384_h200_2026-12-02.json")
+# the dtypes those runs timed: fp32 with its default fp32-grade products, and bf16
+DELTA_DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 
 def setting_label(change: dict) -> str:
@@ -124,3 +134,54 @@ def dispatch_table(run: str = DISPATCH_RUN) -> CaptionedTable:
                        "no check / copy"), rows, align="llrrrrr",
                       title="forward ms; fp32 with its default fp32-grade products")
     return CaptionedTable(table, run_caption(report), values)
+
+
+def delta_setting_label(change: dict) -> str:
+    """A change of the delta kernel's CONFIGS in words ({} is the setting of the run's
+    tree: the forward in passes)."""
+    if change.get("forward") != "chain":
+        return "in passes (as it was)"
+    return f"one launch, stretches of {change['chain']['chunks']} chunks"
+
+
+def delta_chain_table(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> CaptionedTable:
+    """The delta kernel's forward alone at each setting and shape of the runs: the forward
+    against the copy of its bytes and the forward + backward, bf16 and fp32, and how far
+    each output and gradient is from the first setting's (the forward in passes)."""
+    reports = [load_result(r, need=("delta_forward_changes",)) for r in runs]
+    rows, values = [], []
+    for report in reports:
+        shape = report["shape"]
+        for entry in report["delta_forward_changes"]["changes"]:
+            f, label = entry["forward"], delta_setting_label(entry["change"])
+            rows.append((shape.replace("_", " "), label,
+                         *(f"{f[k]['fwd_ms']:.3f} ({f[k]['fwd_ms'] / f[k]['copy_ms']:.2f}x)"
+                           for k in DELTA_DTYPES),
+                         *(f"{f[k]['fwdbwd_ms']:.3f}" for k in DELTA_DTYPES)))
+            values.append({"shape": shape, "setting": label, "change": entry["change"], **f})
+    header = ("shape", "setting", *(f"{n}: fwd ms (/copy)" for n in DELTA_DTYPES.values()),
+              *(f"{n}: fwd+bwd ms" for n in DELTA_DTYPES.values()))
+    table = TextTable(header, rows, align="llrrrr",
+                      title="the delta forward alone, and with the backward")
+    return CaptionedTable(table, "\n".join(run_caption(r) for r in reports), values)
+
+
+def delta_latest_forward(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> dict:
+    """{(shape, dtype key): {fwd_ms, copy_ms, ratio, fwdbwd_ms, setting}} at the setting the
+    library uses now for that dtype (``chunk_triton.CONFIGS`` for fp32, ``CONFIGS_16BIT``
+    for bf16), read from the runs' rows; a setting no run timed is an error."""
+    from hymo_mini.ops.gated_delta import chunk_triton as gdt
+
+    out = {}
+    for key in DELTA_DTYPES:
+        cfg = {**gdt.CONFIGS, **(gdt.CONFIGS_16BIT if key == "bfloat16" else {})}
+        wanted = delta_setting_label({"forward": cfg["forward"], "chain": cfg["chain"]})
+        for row in delta_chain_table(runs).rows:
+            if row["setting"] == wanted:
+                r = row[key]
+                out[(row["shape"], key)] = {**r, "ratio": r["fwd_ms"] / r["copy_ms"],
+                                            "setting": wanted}
+        if not any(k == key for _, k in out):
+            raise ValueError(f"no run in {runs} timed the delta forward's current {key} "
+                             f"setting ({wanted}): time it, or name a run that did")
+    return out

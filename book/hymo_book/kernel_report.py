@@ -148,7 +148,8 @@ def targets_summary() -> CaptionedTable:
     worst shape, at the chosen setting (``kernel_forward.LATEST_RUN``), and its forward as the
     GDN mixer calls it, ``kernel_forward.DISPATCH_RUN``) and the delta
     rule kernel's three, each at its worst over the shapes and dtypes timed beside
-    chunk_kda (``kernel_runs.delta_entries``; default products)."""
+    chunk_kda (``kernel_runs.delta_entries``; default products), and its forward alone per
+    dtype at the setting in use, worst of two shapes (``kernel_forward.DELTA_CHAIN_RUNS``)."""
     from hymo_book.kernel_targets import TARGETS, chunk_targets, kernel_only
 
     gla = chunk_targets()
@@ -190,6 +191,15 @@ def targets_summary() -> CaptionedTable:
         worst = timed[where][key]
         rows.append({"target": label, "limit": limit, "worst": worst, "met": worst <= limit,
                      "where": f"{where.replace('_', ' ')}, worst of {len(timed)} timed"})
+    delta_now = kernel_forward.delta_latest_forward()  # alone, the setting in use per dtype
+    for key, words in (("bfloat16", "bf16"), ("float32", "fp32 (fp32-grade products)")):
+        (shape, _), r = max(((k, r) for k, r in delta_now.items() if k[1] == key),
+                            key=lambda kr: kr[1]["ratio"])
+        limit = DELTA_TARGETS["fwd_over_floor"]
+        rows.append({"target": "delta: forward / a copy of its bytes, the kernel alone, latest",
+                     "limit": limit, "worst": r["ratio"], "met": r["ratio"] <= limit,
+                     "where": f"{words}, {r['setting']}, worst of 2 shapes: "
+                              f"{shape.replace('_', ' ')}"})
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -197,5 +207,6 @@ def targets_summary() -> CaptionedTable:
     caption = "\n".join([gla.caption, kernel_only().caption,
                          run_caption(load_result(kernel_forward.LATEST_RUN)),
                          run_caption(load_result(kernel_forward.DISPATCH_RUN)),
-                         *(run_caption(r) for r in reports)])
+                         *(run_caption(r) for r in reports),
+                         *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS)])
     return CaptionedTable(table, caption, rows)
