@@ -40,3 +40,27 @@ def test_latest_forward_and_dispatch_ratios():
     for row in table.rows:
         assert row["unchecked_vs_copy"] == pytest.approx(row["unchecked_ms"] / row["copy_ms"])
         assert row["checked_ms"] > row["unchecked_ms"]  # the check's host sync costs time
+
+
+def test_delta_chain_table_and_the_setting_in_use():
+    assert kf.delta_setting_label({}) == "in passes (as it was)"
+    assert kf.delta_setting_label({"forward": "chain", "chain": {"chunks": 8}}) == (
+        "one launch, stretches of 8 chunks")
+    table = kf.delta_chain_table()
+    reports = [load_result(r) for r in kf.DELTA_CHAIN_RUNS]
+    assert len(table.rows) == sum(len(r["delta_forward_changes"]["changes"]) for r in reports)
+    assert all(run in table.caption for run in kf.DELTA_CHAIN_RUNS)
+    now = kf.delta_latest_forward()
+    assert {k for _, k in now} == set(kf.DELTA_DTYPES)
+    for (shape, key), r in now.items():
+        row = next(x for x in table.rows if x["shape"] == shape and x["setting"] == r["setting"])
+        assert r["fwd_ms"] == row[key]["fwd_ms"]
+        assert r["ratio"] == pytest.approx(r["fwd_ms"] / r["copy_ms"])
+
+
+def test_delta_latest_forward_needs_a_timed_setting(monkeypatch):
+    from hymo_mini.ops.gated_delta import chunk_triton as gdt
+
+    monkeypatch.setitem(gdt.CONFIGS_16BIT, "chain", dict(chunks=3, num_warps=1, num_stages=1))
+    with pytest.raises(ValueError, match="stretches of 3 chunks"):
+        kf.delta_latest_forward()

@@ -127,18 +127,20 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 11 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 13 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # each delta target is met where every shape's written verdict is, the worst shape named
     _, picked = kn.delta_entries()
     written = [e["targets"]["chunk_triton"] for _, e in picked.values()
                if "fla_chunk_kda" in e["results"]]
-    delta = [r for r in summary.rows if r["target"].startswith("delta")]
+    delta = [r for r in summary.rows if r["target"].startswith("delta")
+             and not r["target"].endswith("latest")]
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
     # the latest forward alone: one row per dtype, each at its worst shape of the run
-    latest = [r for r in summary.rows if r["target"].endswith("the kernel alone, latest")]
+    latest = [r for r in summary.rows if r["target"].startswith("gla")
+              and r["target"].endswith("the kernel alone, latest")]
     runs = kf.latest_forward()
     assert len(latest) == 3
     for row, key in zip(latest, ("float32_tf32", "bfloat16", "float32"), strict=True):
@@ -146,6 +148,14 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     mixer = next(r for r in summary.rows if r["target"].endswith("as the GDN mixer calls it"))
     assert mixer["worst"] == max(r["unchecked_vs_copy"] for r in kf.dispatch_table().rows)
     assert kf.LATEST_RUN in summary.caption and kf.DISPATCH_RUN in summary.caption
+    # the delta forward alone: one row per dtype at the setting in use, its worst shape
+    now = kf.delta_latest_forward()
+    delta_now = [r for r in summary.rows if r["target"].startswith("delta")
+                 and r["target"].endswith("latest")]
+    for row, key in zip(delta_now, ("bfloat16", "float32"), strict=True):
+        assert row["worst"] == max(r["ratio"] for (_, k), r in now.items() if k == key)
+        assert row["met"] == (row["worst"] <= kr.DELTA_TARGETS["fwd_over_floor"])
+    assert all(run in summary.caption for run in kf.DELTA_CHAIN_RUNS)
 
 
 def test_the_gla_backward_table_reads_every_variant_of_its_run():

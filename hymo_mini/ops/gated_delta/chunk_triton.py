@@ -127,7 +127,7 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes",
 # (book/results/gated_delta_profile_bf16_h200_2026-12-02.json); fp32's three-pass products
 # keep CONFIGS. Chunk and inverse are shared. The one-launch forward over stretches of 8
 # chunks was the fastest bf16 forward timed at both benchmark shapes, and in fp32 the
-# slowest (at one warp tf32x3's three products per dot spill registers):
+# slowest (three products per dot; compiled for one warp, the kernel spills registers):
 # book/results/delta_forward_chain_{b4t4096,b1t16384}_h200_2026-12-02.json.
 CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_stages=1),
                  "chunk_bwd": dict(num_warps=1, num_stages=1),
