@@ -21,8 +21,8 @@ compose. A program per (stretch of NB chunks, batch, head) therefore
 3. walks its chunks from H: U_j = Uv_j - W_j H_j, the outputs O_j = Q̃_j H_j + P_j U_j,
    and the chunk-start states the backward reads.
 
-Tickets, flags and their memory order are those of the gla kernel (its docstring says
-why every wait ends). Step 3 reads back the W and Uv that step 1 stored, after a barrier:
+Tickets, flags and their memory order are the gla kernel's, by the same helpers
+(``_state_handed_on``, ``_hand_on``; its docstring says why every wait ends). Step 3 reads back the W and Uv that step 1 stored, after a barrier:
 different lanes may have written them. The state at the end of a stretch is formed twice,
 by its map (handed on) and by step 3's walk (not kept); the next stretch starts from the
 handed-on one and stores it as its first chunk state, so every U is formed from the state
@@ -39,6 +39,7 @@ import triton.language as tl
 
 from hymo_mini.ops.gated_delta.chunk_kernels import _erasures
 from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _intra
+from hymo_mini.ops.gla.chunk_chain import _hand_on, _state_handed_on
 from hymo_mini.ops.gla.chunk_states import _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
@@ -98,22 +99,10 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_B = b_B * b_G + tl.dot(tl.trans(b_kh), b_R, input_precision=PRECISION)
     # 2. the state the stretch starts with, and the one it hands on
     p_hs = hs + (i_bh.to(tl.int64) * NK + k0) * S * D + o_sd  # [BS, BD] its first chunk's
-    if i_c == 0:
-        b_h = tl.zeros([BS, BD], dtype=tl.float32)
-        if USE_H0:
-            b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_sd, mask=m_h, other=0.0)
-        tl.store(p_hs, b_h, mask=m_h)
-    else:
-        p_flag = flags + 1 + (i_c - 1) * BH + i_bh
-        ready = tl.atomic_add(p_flag, 0, sem="acquire")
-        while ready == 0:
-            ready = tl.atomic_add(p_flag, 0, sem="acquire")
-        b_h = tl.load(p_hs, mask=m_h, other=0.0, cache_modifier=".cg")
+    b_h = _state_handed_on(p_hs, h0, flags, i_c, i_bh, BH, o_sd, m_h, S, D, BS, BD, USE_H0)
     b_next = tl.dot(b_M, b_h, input_precision=PRECISION) + b_B  # [BS, BD]
     if i_c + 1 < NC:
-        tl.store(p_hs + NB * S * D, b_next, mask=m_h)
-        tl.debug_barrier()  # every lane's part of the state is stored before the flag
-        tl.atomic_xchg(flags + 1 + i_c * BH + i_bh, 1, sem="release")
+        _hand_on(p_hs + NB * S * D, b_next, m_h, flags, i_c, i_bh, BH)
     elif STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
     tl.debug_barrier()  # step 1's W and Uv, stored by any lane, are read below by any

@@ -48,7 +48,38 @@ import triton.language as tl
 from hymo_mini.ops.gla.chunk_blocks import LOG2E, _output_block
 from hymo_mini.ops.gla.chunk_states import _chunk_delta
 
-__all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
+__all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton (_state_handed_on
+#              and _hand_on are shared with hymo_mini.ops.gated_delta.chunk_chain)
+
+
+@triton.jit
+def _state_handed_on(p_h, h0, flags, i_c, i_bh, BH, o_sd, m_h, S: tl.constexpr,
+                     D: tl.constexpr, BS: tl.constexpr, BD: tl.constexpr,
+                     USE_H0: tl.constexpr):
+    """The state [BS, BD] that link i_c of (b, h)'s chain starts with, at p_h: for link 0
+    the initial state (or zeros), stored there; for a later link, read from there once the
+    program of link i_c - 1 has raised its flag (acquire), past the SM's L1 cache.
+    flags[1 + k·BH + bh] is link k's flag. Shared with the delta rule's one-launch forward."""
+    if i_c == 0:
+        b_h = tl.zeros([BS, BD], dtype=tl.float32)
+        if USE_H0:
+            b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_sd, mask=m_h, other=0.0)
+        tl.store(p_h, b_h, mask=m_h)
+    else:
+        p_flag = flags + 1 + (i_c - 1) * BH + i_bh
+        ready = tl.atomic_add(p_flag, 0, sem="acquire")
+        while ready == 0:
+            ready = tl.atomic_add(p_flag, 0, sem="acquire")
+        b_h = tl.load(p_h, mask=m_h, other=0.0, cache_modifier=".cg")
+    return b_h
+
+
+@triton.jit
+def _hand_on(p_next, b_next, m_h, flags, i_c, i_bh, BH):
+    """Store the state the next link starts with at p_next, then raise link i_c's flag."""
+    tl.store(p_next, b_next, mask=m_h)
+    tl.debug_barrier()  # every lane's part of the state is stored before the flag
+    tl.atomic_xchg(flags + 1 + i_c * BH + i_bh, 1, sem="release")
 
 
 @triton.jit
@@ -85,23 +116,12 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
         b_Lend += b_Lp
     # 2. the state the chunk starts with
     p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_sd  # [BS, BD] chunk 0's
-    if i_c == 0:
-        b_h = tl.zeros([BS, BD], dtype=tl.float32)
-        if USE_H0:
-            b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_sd, mask=m_h, other=0.0)
-        tl.store(p_hs, b_h, mask=m_h)
-    else:
-        p_flag = flags + 1 + (i_c - 1) * BH + i_bh
-        ready = tl.atomic_add(p_flag, 0, sem="acquire")
-        while ready == 0:
-            ready = tl.atomic_add(p_flag, 0, sem="acquire")
-        b_h = tl.load(p_hs + i_c * S * D, mask=m_h, other=0.0, cache_modifier=".cg")
+    b_h = _state_handed_on(p_hs + i_c * S * D, h0, flags, i_c, i_bh, BH, o_sd, m_h, S, D, BS,
+                           BD, USE_H0)
     # 3. the state the next chunk starts with, handed on
     b_next = b_h * tl.exp2(b_Lend * b_A2)[:, None] + b_dh  # [BS, BD]
     if i_c + 1 < NC:
-        tl.store(p_hs + (i_c + 1) * S * D, b_next, mask=m_h)
-        tl.debug_barrier()  # every lane's part of the state is stored before the flag
-        tl.atomic_xchg(flags + 1 + i_c * BH + i_bh, 1, sem="release")
+        _hand_on(p_hs + (i_c + 1) * S * D, b_next, m_h, flags, i_c, i_bh, BH)
     elif STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
     # 4. the chunk's outputs, block by block from H_k
