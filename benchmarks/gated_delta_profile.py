@@ -148,7 +148,7 @@ DELTA_FORWARD_KERNELS = ("_wy_fwd_kernel", "_state_fwd_kernel", "_output_kernel"
                          "_group_fwd_kernel", "_group_scan_fwd_kernel", "_chain_fwd_kernel")
 
 
-def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float32"),
+def forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float32"),
                        rule="gla") -> dict:
     """The rule's chunked kernel's forward alone (no autograd, as the kernel-only benchmark
     times it), per dtype: its time by do_bench (the host's launches included), the device
@@ -193,23 +193,27 @@ def gla_forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float
     return out, outputs
 
 
-def gla_forward_changes(shape, device, changes, rule="gla",
+def forward_changes(shape, device, changes, rule="gla",
                         dtypes=("bfloat16", "float32_tf32", "float32")) -> dict:
-    """gla_forward_report at each change of the rule's kernel's CONFIGS (e.g. the output
+    """forward_report at each change of the rule's kernel's CONFIGS (e.g. the output
     kernel's warps, or its maxnreg; for the delta rule, the one-launch forward and its
     stretch), each output's relative RMS difference from the first change's, then the
     registers and spills of every variant of its kernels compiled; the settings are
-    restored."""
-    module = gtc if rule == "gla" else gdt
-    saved, rows, first = copy.deepcopy(module.CONFIGS), [], None
+    restored. A change applies to every dtype: for the delta rule its keys replace those of
+    CONFIGS_16BIT too, which bf16 inputs read first ({} is each dtype's setting as it is)."""
+    tables = [gtc.CONFIGS] if rule == "gla" else [gdt.CONFIGS, gdt.CONFIGS_16BIT]
+    saved, rows, first = [copy.deepcopy(t) for t in tables], [], None
     try:
         for change in changes:
-            module.CONFIGS.clear()
-            module.CONFIGS.update(copy.deepcopy(saved))
-            module.CONFIGS.update(copy.deepcopy(change))
+            for table, kept in zip(tables, saved, strict=True):
+                table.clear()
+                table.update(copy.deepcopy(kept))
+            tables[0].update(copy.deepcopy(change))
+            for table in tables[1:]:  # the 16-bit overrides of the keys changed
+                table.update({k: copy.deepcopy(v) for k, v in change.items() if k in table})
             print(f"  {rule} forward change", change, flush=True)
             try:
-                forward, outputs = gla_forward_report(shape, device, dtypes, rule)
+                forward, outputs = forward_report(shape, device, dtypes, rule)
             except Exception as err:  # a setting that does not compile is reported
                 rows.append({"change": change, "error": f"{type(err).__name__}: {err}"[:300]})
                 continue
@@ -220,8 +224,9 @@ def gla_forward_changes(shape, device, changes, rule="gla",
                     rel_err(x, y) for x, y in zip(got[1:], first[name][1:], strict=True))
             rows.append({"change": change, "forward": forward})
     finally:
-        module.CONFIGS.clear()
-        module.CONFIGS.update(saved)
+        for table, kept in zip(tables, saved, strict=True):
+            table.clear()
+            table.update(kept)
     if rule == "gla":
         return {"changes": rows, "compiled": compiled_info((gla_blocks, gla_states),
                                                           GLA_KERNELS)}
@@ -356,12 +361,12 @@ def main(argv=None):
                         help="also the gla kernel, bf16, at a few settings (GLA_VARIANTS)")
     parser.add_argument("--gla-forward", action="store_true",
                         help="the gla kernel's forward alone: do_bench against its launches' "
-                             "device time, per dtype (gla_forward_report)")
+                             "device time, per dtype (forward_report)")
     parser.add_argument("--gla-forward-changes", nargs="*", default=[], metavar="JSON",
                         help="changes to the gla kernel's CONFIGS, each a JSON object "
                              "(e.g. '{}' and '{\"output_fwd\": {\"num_warps\": 1, "
                              "\"num_stages\": 1, \"maxnreg\": 128}}'): --gla-forward "
-                             "at each (gla_forward_changes)")
+                             "at each (forward_changes)")
     parser.add_argument("--delta-forward-changes", nargs="*", default=[], metavar="JSON",
                         help="changes to the delta kernel's CONFIGS, each a JSON object (e.g. "
                              "'{}' and '{\"forward\": \"chain\"}'): its forward alone, "
@@ -403,15 +408,15 @@ def main(argv=None):
         print("gla", report["gla"], flush=True)
         save()
     if args.gla_forward:
-        report["gla_forward"] = gla_forward_report(args.shape, device)[0]
+        report["gla_forward"] = forward_report(args.shape, device)[0]
         save()
     if args.gla_forward_changes:
-        report["gla_forward_changes"] = gla_forward_changes(
+        report["gla_forward_changes"] = forward_changes(
             args.shape, device, [json.loads(c) for c in args.gla_forward_changes])
         print("gla forward compiled", report["gla_forward_changes"]["compiled"], flush=True)
         save()
     if args.delta_forward_changes:
-        report["delta_forward_changes"] = gla_forward_changes(
+        report["delta_forward_changes"] = forward_changes(
             args.shape, device, [json.loads(c) for c in args.delta_forward_changes], "delta",
             args.forward_dtypes)
         print("delta forward compiled", report["delta_forward_changes"]["compiled"],
