@@ -172,11 +172,11 @@ def delta_latest_forward(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> dict:
     for bf16), read from the runs' rows; a setting no run timed is an error."""
     from hymo_mini.ops.gated_delta import chunk_triton as gdt
 
-    out = {}
+    out, rows = {}, delta_chain_table(runs).rows
     for key in DELTA_DTYPES:
         cfg = {**gdt.CONFIGS, **(gdt.CONFIGS_16BIT if key == "bfloat16" else {})}
         wanted = delta_setting_label({"forward": cfg["forward"], "chain": cfg["chain"]})
-        for row in delta_chain_table(runs).rows:
+        for row in rows:
             if row["setting"] == wanted:
                 r = row[key]
                 out[(row["shape"], key)] = {**r, "ratio": r["fwd_ms"] / r["copy_ms"],

@@ -22,8 +22,9 @@ compose. A program per (stretch of NB chunks, batch, head) therefore
    and the chunk-start states the backward reads.
 
 Tickets, flags and their memory order are the gla kernel's, by the same helpers
-(``_state_handed_on``, ``_hand_on``; its docstring says why every wait ends). Step 3 reads back the W and Uv that step 1 stored, after a barrier:
-different lanes may have written them. The state at the end of a stretch is formed twice,
+(``_state_handed_on``, ``_hand_on``; its docstring says why every wait ends). Step 3
+reads back the W and Uv that step 1 stored, after a barrier: different lanes may have
+written them. The state at the end of a stretch is formed twice,
 by its map (handed on) and by step 3's walk (not kept); the next stretch starts from the
 handed-on one and stores it as its first chunk state, so every U is formed from the state
 stored for its chunk.

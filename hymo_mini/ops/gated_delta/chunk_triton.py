@@ -171,9 +171,6 @@ def _sizes(v, b, states: str):
         raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
     if inverse not in INVERSES:
         raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
-    if _config("forward", _half(v)) not in FORWARDS:
-        raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, "
-                         f"got {_config('forward', _half(v))!r}")
     BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
     BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
@@ -202,7 +199,10 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
     mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    if _config("forward", half) == "chain":  # one launch: each stretch hands its end state on
+    forward = _config("forward", half)
+    if forward not in FORWARDS:
+        raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
+    if forward == "chain":  # one launch: each stretch hands its end state on
         NB = _config("chain", half)["chunks"]
         if not (isinstance(NB, int) and NB >= 1):
             raise ValueError("CONFIGS['chain']['chunks'] must be a positive integer, "
