@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 import triton
-from delta_oracle import DEVICE, compare_to_naive, make_leaves
+from delta_oracle import DEVICE, GATE_GRADS, compare_to_naive, make_leaves, reference, run
 from gdn_oracle import rel_err
 
 import hymo_mini.ops.gated_delta.chunk_triton as gdt
@@ -268,3 +268,79 @@ def test_dot_precision_follows_pytorch(monkeypatch):
     monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "highest")
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
     assert dot_precision(torch.float32) == "tf32"
+
+
+def _mixed_decay(leaves, T):
+    """g of chunks 0, 2, ... (16 steps each) tiny and of chunks 1, 3, ... 0.6: with rates
+    of about 10-20, the tiny chunks' decay stays within 2^±64 (one product) and the others'
+    goes far past it (the levels), in one sequence."""
+    g = leaves[3].detach().clone()
+    fast = (torch.arange(T, device=g.device) // 16) % 2 == 0
+    g[:, fast], g[:, ~fast] = 0.01, 0.6
+    leaves[3] = g.requires_grad_()
+    return leaves
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("pairs", gdt.PAIRS)
+@pytest.mark.parametrize("forward", gdt.FORWARDS)
+def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
+    """A chunk's pairs (Mk and P) by one product where its decay stays in range and by the
+    levels where it does not ("auto"), or always by the levels: chunks of both kinds in one
+    sequence with a ragged tail, against the loop (outputs, final state, every gradient)."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), pairs=pairs, forward=forward))
+    B, T, H, S, D = 1, 57, 2, 24, 20
+    leaves = _mixed_decay(make_leaves(B, T, H, S, D, torch.float32, decay_scale=10.0), T)
+    do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
+    dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
+    o, final, grads = run(kernel, leaves, do, dht)
+    ref = [t.detach().double().requires_grad_() for t in leaves]
+    o_ref, final_ref, grads_ref = run(reference, ref, do, dht)
+    errors = {"o": rel_err(o, o_ref), "final": rel_err(final, final_ref)}
+    errors.update({"d" + n: rel_err(x, grads_ref[n]) for n, x in grads.items()})
+    bad = {k: e for k, e in errors.items() if not e < (5 if k in GATE_GRADS else 1) * FP32_TOL}
+    assert not bad, errors
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("forward", gdt.FORWARDS)
+def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch, forward):
+    """"auto" and "levels" give the same bits where every chunk's decay is far past 2^64
+    (both take the levels), and other bits (within the tolerance) where every chunk's is
+    small (one product)."""
+    v, b, c, g, A, beta, h0 = (t.detach() for t in make_leaves(1, 40, 2, 32, 32,
+                                                               torch.float32))
+    outputs = {}
+    for scale in (100.0, 0.01):
+        for pairs in gdt.PAIRS:
+            monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), pairs=pairs,
+                                                  forward=forward))
+            outputs[scale, pairs] = kernel(v, b, c, g, A * scale, beta, h0, False)[0]
+    assert torch.equal(outputs[100.0, "auto"], outputs[100.0, "levels"])
+    assert not torch.equal(outputs[0.01, "auto"], outputs[0.01, "levels"])
+    assert rel_err(outputs[0.01, "auto"], outputs[0.01, "levels"]) < FP32_TOL
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("forward", gdt.FORWARDS)
+def test_forward_without_autograd_keeps_nothing(monkeypatch, forward):
+    """Under torch.no_grad (or with no input needing a gradient) the forward forms only
+    what its outputs need: the same o and final state, bit for bit, as a call that keeps
+    the backward's tensors, and nothing saved on the graph."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward=forward,
+                                          chain=dict(chunks=2, num_warps=1, num_stages=1)))
+    leaves = make_leaves(1, 70, 2, 24, 20, torch.float32)
+    kept = kernel(*leaves, True)
+    with torch.no_grad():
+        lean = kernel(*leaves, True)
+    assert all(torch.equal(x, y) for x, y in zip(kept, lean, strict=True))
+    assert kept[0].grad_fn is not None and lean[0].grad_fn is None
+    detached = kernel(*(t.detach() for t in leaves), True)  # no input needs a gradient
+    assert all(torch.equal(x, y) for x, y in zip(kept, detached, strict=True))
+
+
+def test_pairs_setting_checked(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), pairs="fast"))
+    with pytest.raises(ValueError, match="pairs"):
+        chunk_gated_delta_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3,
+                                                                   torch.float32)))

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gdn_oracle import DEVICE, compare_to_reference, make_leaves, rel_err
+from gdn_oracle import (
+    DEVICE,
+    GATE_GRADS,
+    compare_to_reference,
+    make_leaves,
+    reference,
+    rel_err,
+    run,
+)
 
 import hymo_mini.ops.gla.chunk_triton as gtc
 from hymo_mini.ops import gated_linear_attention, naive_gla
@@ -234,3 +242,59 @@ def test_empty_sequence():
     v, b, c, g, A_log, h0 = (t.detach() for t in make_leaves(2, 0, 2, 3, 4, torch.float32))
     o, final = chunk_gla_triton(v, b, c, g, -torch.exp(A_log), h0, True)
     assert o.shape == (2, 0, 2, 4) and torch.equal(final, h0)
+
+
+def _mixed_decay(leaves, T):
+    """g of blocks 0, 2, ... (16 steps each) tiny and of blocks 1, 3, ... 0.6: with
+    rates of about 10-20, the tiny blocks' decay stays within 2^±64 (one product) and the
+    others' goes far past it (the levels), in one sequence."""
+    g = leaves[3].detach().clone()
+    fast = (torch.arange(T, device=g.device) // 16) % 2 == 0
+    g[:, fast], g[:, ~fast] = 0.01, 0.6
+    leaves[3] = g.requires_grad_()
+    return leaves
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("pairs", gtc.PAIRS)
+@pytest.mark.parametrize("forward", gtc.FORWARDS)
+def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
+    """A block's pairs by one product where its decay stays in range and by the levels
+    where it does not ("auto"), or always by the levels: blocks of both kinds in one
+    sequence with a ragged tail, outputs, final state and every gradient against the loop."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs, forward=forward))
+    B, T, H, S, D = 1, 57, 2, 12, 20
+    leaves = _mixed_decay(make_leaves(B, T, H, S, D, torch.float32), T)
+    do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
+    dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
+    o, final, grads = run(lambda *a: chunk_gla_triton(*a), leaves, 10.0, do, dht)
+    ref = [t.detach().double().requires_grad_() for t in leaves]
+    o_ref, final_ref, grads_ref = run(reference, ref, 10.0, do, dht)
+    errors = {"o": rel_err(o, o_ref), "final": rel_err(final, final_ref)}
+    errors.update({"d" + n: rel_err(x, grads_ref[n]) for n, x in grads.items()})
+    bad = {k: e for k, e in errors.items() if not e < (5 if k in GATE_GRADS else 1) * FP32_TOL}
+    assert not bad, errors
+
+
+@pytest.mark.triton
+def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch):
+    """"auto" and "levels" give the same bits where every block's decay is far past 2^64
+    (both take the levels), and other bits (within the tolerance) where every block's is
+    small (one product)."""
+    leaves = [t.detach() for t in make_leaves(1, 40, 2, 32, 32, torch.float32)]
+    v, b, c, g, A_log, h0 = leaves
+    outputs = {}
+    for scale in (100.0, 0.01):
+        for pairs in gtc.PAIRS:
+            monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs))
+            outputs[scale, pairs] = chunk_gla_triton(v, b, c, g, -torch.exp(A_log) * scale,
+                                                     h0)[0]
+    assert torch.equal(outputs[100.0, "auto"], outputs[100.0, "levels"])
+    assert not torch.equal(outputs[0.01, "auto"], outputs[0.01, "levels"])
+    assert rel_err(outputs[0.01, "auto"], outputs[0.01, "levels"]) < FP32_TOL
+
+
+def test_pairs_setting_checked(monkeypatch):
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs="fast"))
+    with pytest.raises(ValueError, match="pairs"):
+        chunk_gla_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3, torch.float32)))

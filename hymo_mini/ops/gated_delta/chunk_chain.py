@@ -14,8 +14,8 @@ chunks is an affine map of the state before it, H ↦ M H + B with M (S, S) and 
 through one chunk M = diag(Γ) - K̂ᵀ W and B = K̂ᵀ Uv, and through several the maps
 compose. A program per (stretch of NB chunks, batch, head) therefore
 
-1. solves its chunks' WY forms (Mk, (I + M)⁻¹, W, Uv, kept for the backward) and composes
-   its stretch's map (M, B) from the identity, without the state;
+1. solves its chunks' WY forms (W, Uv, and Mk, (I + M)⁻¹ kept if a backward follows) and
+   composes its stretch's map (M, B) from the identity, without the state;
 2. waits for the state its stretch starts with, H, handed on by the program before it (or
    the initial state), and hands on M H + B: one (S, S)·(S, D) product on the chain;
 3. walks its chunks from H: U_j = Uv_j - W_j H_j, the outputs O_j = Q̃_j H_j + P_j U_j,
@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gated_delta.chunk_kernels import _erasures
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _intra
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _pairs
 from hymo_mini.ops.gla.chunk_chain import _hand_on, _state_handed_on
 from hymo_mini.ops.gla.chunk_states import _rows
 
@@ -51,10 +51,13 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                       NB: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                      PRECISION: tl.constexpr, INVERSE: tl.constexpr):
+                      PRECISION: tl.constexpr, INVERSE: tl.constexpr, PAIRS: tl.constexpr,
+                      KEEP: tl.constexpr):
     """One stretch of NB chunks of one (b, h), by ticket. flags[0] counts the tickets;
     flags[1 + k·BH + bh] is raised once the state stretch k + 1 starts with is stored, as
-    hs[bh, (k + 1)·NB]. hs[bh, j] receives every chunk j's start state."""
+    hs[bh, (k + 1)·NB]. If KEEP (the backward will run), hs[bh, j] receives every chunk
+    j's start state, u every chunk's U, and mk, ti every chunk's Mk and (I + M)⁻¹; without
+    it only the states handed on are stored, and u, w keep Uv and W for step 3 alone."""
     ticket = tl.atomic_add(flags, 1)  # the order this program started in
     i_c, i_bh = ticket // BH, ticket % BH
     i_b, i_h = i_bh // H, i_bh % H
@@ -69,6 +72,7 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
     o_tt = o_i[:, None] * BT + o_i[None, :]  # [BT, BT]
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
     b_A2 = b_A * LOG2E  # the rates in base 2
+    amax2 = tl.max(tl.abs(b_A2), axis=0)  # the fastest, for _pairs
     row0 = i_b.to(tl.int64) * T * H + i_h
     p_tt = (i_bh.to(tl.int64) * NK + k0) * BT * BT + o_tt  # [BT, BT] the first chunk's
     # 1. every chunk's WY form, and the stretch's map H -> M H + B composed chunk by chunk
@@ -82,17 +86,18 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_l, b_lend = _gate_sums(b_g, o_i, BT)
         b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION,
-                               INVERSE)  # [BT, BT]
-        tl.store(mk + p_tt + j * BT * BT, b_Mk)
-        tl.store(ti + p_tt + j * BT * BT, b_Ti)
-        b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :]) * b_beta[:, None]  # [BT, BS] β K̃
-        b_w = tl.dot(b_Ti, b_Kt, input_precision=PRECISION)  # [BT, BS] W
+        b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
+        b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, amax2, o_i, LOG2_BT, PAIRS,
+                            PRECISION)  # [BT, BT] the key pairs, [BT, BS] K̂
+        b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
+        if KEEP:
+            tl.store(mk + p_tt + j * BT * BT, b_Mk)
+            tl.store(ti + p_tt + j * BT * BT, b_Ti)
+        b_w = tl.dot(b_Ti, b_Kt * b_beta[:, None], input_precision=PRECISION)  # [BT, BS] W
         b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD] Uv
         o_row = row0 + o_t[:, None] * H  # [BT, 1]
         tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
         tl.store(u + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])
-        b_kh = b_k * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS] K̂
         b_G = tl.exp2(b_lend * b_A2)[:, None]  # [BS, 1] Γ_C
         b_WM = tl.dot(b_w, b_M, input_precision=PRECISION)  # [BT, BS]
         b_M = b_M * b_G - tl.dot(tl.trans(b_kh), b_WM, input_precision=PRECISION)
@@ -113,20 +118,22 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         m_t = o_t < T
         o_row = row0 + o_t[:, None] * H  # [BT, 1]
         m_tD = m_t[:, None] & m_d[None, :]
-        tl.store(p_hs + j * S * D, b_h, mask=m_h & (j > 0))  # the first is stored above
+        if KEEP:
+            tl.store(p_hs + j * S * D, b_h, mask=m_h & (j > 0))  # the first is stored above
         b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD] Uv
         b_u -= tl.dot(b_w, b_h, input_precision=PRECISION)  # [BT, BD] U
-        tl.store(u + o_row * D + o_d[None, :], b_u, mask=m_tD)
+        if KEEP:
+            tl.store(u + o_row * D + o_d[None, :], b_u, mask=m_tD)
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
         b_l, b_lend = _gate_sums(b_g, o_i, BT)
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
-        b_o = tl.dot(b_q * tl.exp2(b_l[:, None] * b_A2[None, :]), b_h,
-                     input_precision=PRECISION)  # [BT, BD] Q̃ H
+        b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] Q̃
+        b_P, b_kh = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, amax2, o_i, LOG2_BT, PAIRS,
+                           PRECISION)  # [BT, BT] the pairs P, [BT, BS] K̂
+        b_o = tl.dot(b_Qt, b_h, input_precision=PRECISION)  # [BT, BD] Q̃ H
         b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
         tl.store(o + o_row * D + o_d[None, :], b_o.to(o.dtype.element_ty), mask=m_tD)
-        b_kh = b_k * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS] K̂
         b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
         b_h += tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)

@@ -2,9 +2,10 @@
 batch, head), every chunk at once. ``hymo_mini.ops.gated_delta.chunk_triton`` launches
 them and derives what they compute; the chunk-to-chunk passes are in ``chunk_states``.
 
-The in-chunk pair weights Σ_n x_tn y_sn exp((L_t - L_s) A_n) come from ``_intra`` of the
-gla chunk kernel, which splits the pairs into levels so that every decay factor is in
-[0, 1]; a chunk here is one of its blocks (BT = 16, 32 or 64 steps).
+The in-chunk pair weights Σ_n x_tn y_sn exp((L_t - L_s) A_n) come from ``_pairs`` of the
+gla chunk kernel: one product where the chunk's decay stays in range, else the levels that
+keep every decay factor in [0, 1]; a chunk here is one of its blocks (BT = 16, 32 or 64
+steps). The backward's pair gradients (``_pair_grads``) always take the levels.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import triton
 import triton.language as tl
 
 # shared with the gla chunk kernel
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _intra, _level
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _level, _pairs
 from hymo_mini.ops.gla.chunk_states import _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
@@ -53,11 +54,10 @@ def _unit_lower_inverse_levels(b_M, o_i, LOG2_BT: tl.constexpr, PRECISION: tl.co
 
 
 @triton.jit
-def _erasures(b_k, b_beta, b_l, b_A, o_i, BT: tl.constexpr, LOG2_BT: tl.constexpr,
+def _erasures(b_KK, b_beta, o_i, BT: tl.constexpr, LOG2_BT: tl.constexpr,
               PRECISION: tl.constexpr, INVERSE: tl.constexpr):
-    """The chunk's erasure matrix: Mk_ts = Σ_n k_tn k_sn E_tsn for s < t [BT, BT], M = β Mk,
-    and (I + M)⁻¹ [BT, BT]."""
-    b_KK, _, _ = _intra(b_k, b_k, b_k, b_l, b_A * LOG2E, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+    """The chunk's erasure matrix from its key pairs b_KK (Σ_n k_tn k_sn E_tsn for s ≤ t,
+    ``_pairs``): Mk, the pairs s < t [BT, BT], M = β Mk, and (I + M)⁻¹ [BT, BT]."""
     b_Mk = tl.where(o_i[:, None] > o_i[None, :], b_KK, 0.0)  # [BT, BT] pairs s < t
     if INVERSE == "levels":
         b_Ti = _unit_lower_inverse_levels(b_beta[:, None] * b_Mk, o_i, LOG2_BT, PRECISION)
@@ -111,10 +111,11 @@ def _pair_grads(b_q, b_k, b_dP, b_dMk, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
 def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, T,
                    H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                    BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
-                   PRECISION: tl.constexpr, INVERSE: tl.constexpr):
+                   PRECISION: tl.constexpr, INVERSE: tl.constexpr, PAIRS: tl.constexpr,
+                   KEEP: tl.constexpr):
     """One chunk's WY quantities: Uv = (I + M)⁻¹ diag(β) V [BT, BD] and
-    W = (I + M)⁻¹ diag(β) K̃ [BT, BS], K̃ = b ⊙ exp(L A); and Mk, (I + M)⁻¹ [BT, BT] for
-    the backward."""
+    W = (I + M)⁻¹ diag(β) K̃ [BT, BS], K̃ = b ⊙ exp(L A); and, if KEEP, Mk and (I + M)⁻¹
+    [BT, BT] for the backward."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
@@ -125,16 +126,20 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, T,
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-    b_l, _ = _gate_sums(b_g, o_i, BT)
+    b_l, b_lend = _gate_sums(b_g, o_i, BT)
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_Mk, b_Ti = _erasures(b_k, b_beta, b_l, b_A, o_i, BT, LOG2_BT, PRECISION,
-                           INVERSE)  # [BT, BT]
-    o_tt = (i_bh.to(tl.int64) * tl.cdiv(T, BT) + i_c) * BT * BT + o_i[:, None] * BT + o_i[None, :]
-    tl.store(mk + o_tt, b_Mk)
-    tl.store(ti + o_tt, b_Ti)
-    b_Kt = b_k * tl.exp(b_l[:, None] * b_A[None, :]) * b_beta[:, None]  # [BT, BS] β K̃
-    b_w = tl.dot(b_Ti, b_Kt, input_precision=PRECISION)  # [BT, BS]
+    b_A2 = b_A * LOG2E
+    b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
+    b_KK, _ = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, tl.max(tl.abs(b_A2), axis=0), o_i,
+                     LOG2_BT, PAIRS, PRECISION)  # [BT, BT]
+    b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)  # [BT, BT]
+    if KEEP:
+        o_tt = ((i_bh.to(tl.int64) * tl.cdiv(T, BT) + i_c) * BT * BT + o_i[:, None] * BT
+                + o_i[None, :])
+        tl.store(mk + o_tt, b_Mk)
+        tl.store(ti + o_tt, b_Ti)
+    b_w = tl.dot(b_Ti, b_Kt * b_beta[:, None], input_precision=PRECISION)  # [BT, BS]
     b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD]
     o_row = row0 + o_t[:, None] * H  # [BT, 1]
     tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
@@ -145,7 +150,7 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, T,
 def _output_kernel(b, c, g, A, hs, u, o, T,
                    H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                    BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
-                   PRECISION: tl.constexpr):
+                   PRECISION: tl.constexpr, PAIRS: tl.constexpr):
     """One chunk's outputs O = Q̃ H_0 + P U [BT, BD], Q̃ = c ⊙ exp(L A)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -157,14 +162,16 @@ def _output_kernel(b, c, g, A, hs, u, o, T,
     m_t = o_t < T
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-    b_l, _ = _gate_sums(b_g, o_i, BT)
+    b_l, b_lend = _gate_sums(b_g, o_i, BT)
     b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
     p_h = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
     b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] H_0
-    b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A * LOG2E, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
-    b_Qt = b_q * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS]
+    b_A2 = b_A * LOG2E
+    b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
+    b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, tl.max(tl.abs(b_A2), axis=0), o_i,
+                    LOG2_BT, PAIRS, PRECISION)  # [BT, BT]
     b_o = tl.dot(b_Qt, b_h, input_precision=PRECISION)  # [BT, BD]
     b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
     p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
@@ -175,7 +182,7 @@ def _output_kernel(b, c, g, A, hs, u, o, T,
 def _du_local_kernel(b, c, g, A, do, du, T,
                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                      BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
-                     PRECISION: tl.constexpr):
+                     PRECISION: tl.constexpr, PAIRS: tl.constexpr):
     """The part of dU that stays in the chunk, Pᵀ dO [BT, BD]; chunk_states adds the rest."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -186,11 +193,14 @@ def _du_local_kernel(b, c, g, A, do, du, T,
     m_t = o_t < T
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-    b_l, _ = _gate_sums(b_g, o_i, BT)
+    b_l, b_lend = _gate_sums(b_g, o_i, BT)
     b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_P, _, _ = _intra(b_q, b_k, b_q, b_l, b_A * LOG2E, o_i, LOG2_BT, False, PRECISION)  # [BT, BT]
+    b_A2 = b_A * LOG2E
+    b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
+    b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, tl.max(tl.abs(b_A2), axis=0), o_i,
+                    LOG2_BT, PAIRS, PRECISION)  # [BT, BT]
     b_du = tl.dot(tl.trans(b_P), b_do, input_precision=PRECISION)  # [BT, BD]
     tl.store(du + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_du,
              mask=m_t[:, None] & m_d[None, :])

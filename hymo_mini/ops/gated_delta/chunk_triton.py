@@ -12,7 +12,8 @@ state the chunk starts with and H_C the one it ends with:
     O = Q̃ H_0 + P U,   H_C = Γ_C ⊙ H_0 + K̂ᵀ U
 
 Forward, three launches: every chunk's Uv, W at once (``_wy_fwd_kernel``: the pairs of
-Mk by the gla kernel's levels, so every decay factor is in [0, 1]; (I + M)⁻¹ in fp32 by
+Mk by the gla kernel's ``_pairs``, one product where the chunk's decay stays within 2^±64
+and the levels elsewhere, so no decay factor leaves fp32's range; (I + M)⁻¹ in fp32 by
 merging diagonal blocks level by level, ``chunk_kernels._unit_lower_inverse_levels``, or
 row by row with ``CONFIGS["inverse"] = "rows"``; Mk and (I + M)⁻¹ are kept for the
 backward); a sequential pass per (batch, head, value columns) that stores each H_0 and U
@@ -21,7 +22,10 @@ run at once, ``chunk_groups``); every chunk's O at once (``_output_kernel``). Or
 launch (``CONFIGS["forward"] = "chain"``, the default for bf16 and fp16 inputs): a program
 per stretch of chunks solves its chunks' WY forms, composes the stretch's map of the state,
 waits for the state the program before hands on, hands on its own end state, then walks its
-chunks for U and O (``chunk_chain``). Both keep the same tensors for the backward.
+chunks for U and O (``chunk_chain``). Both keep the same tensors for the backward, and
+only when a backward can follow (autograd recording and an input needing a gradient):
+otherwise Mk and (I + M)⁻¹ are not stored, and the one launch stores only the states it
+hands on and leaves Uv where U would go.
 
 **The backward, derived.** Given dO (BT, D) and dH_C (S, D), the gradient at the chunk's
 end, and writing R = V - K̃ H_0 (so that (I + M) U = diag(β) R):
@@ -94,7 +98,7 @@ from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CONFIGS_16BIT",
-           "CHUNKS", "INVERSES", "FORWARDS", "INTERPRET"]
+           "CHUNKS", "INVERSES", "FORWARDS", "PAIRS", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 CHUNKS = (16, 32, 64)  # BT: a power of two, and at least 16 for tl.dot
@@ -104,11 +108,15 @@ INVERSES = ("levels", "rows")  # how (I + M)⁻¹ is formed: merged blocks, or r
 # per stretch of CONFIGS["chain"]["chunks"] chunks handing its end state to the next
 # (hymo_mini.ops.gated_delta.chunk_chain). The backward is the same for both.
 FORWARDS = ("passes", "chain")
+# how a chunk's decay-weighted pairs (Mk and P) are formed: "levels", always by the gla
+# kernel's levels; "auto", by one product where the chunk's decay keeps every factor within
+# 2^±64 and by the levels elsewhere (hymo_mini.ops.gla.chunk_blocks._pairs).
+PAIRS = ("levels", "auto")
 # Launch settings per kernel. "split": value columns per sequential program of the
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
 # benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
 # at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
-CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes",
+CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto",
            "chain": dict(chunks=4, num_warps=1, num_stages=1),
            "wy_fwd": dict(num_warps=1, num_stages=1),
            "output": dict(num_warps=1, num_stages=1),
@@ -134,7 +142,7 @@ CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_st
                  "state_fwd": dict(split=16, num_warps=4, num_stages=3),
                  "state_bwd": dict(split=16, num_warps=4, num_stages=3)}
 # the interpreter runs programs one after another: short chunks, fewest programs
-INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes",
+INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto",
                      "chain": dict(chunks=2, num_warps=1, num_stages=1),
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
@@ -171,6 +179,8 @@ def _sizes(v, b, states: str):
         raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
     if inverse not in INVERSES:
         raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
+    if _config("pairs") not in PAIRS:
+        raise ValueError(f"CONFIGS['pairs'] must be one of {PAIRS}, got {_config('pairs')!r}")
     BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
     BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
@@ -189,14 +199,20 @@ def _groups(programs: int, NC: int) -> tuple[int, int]:
     return triton.cdiv(NC, G), G
 
 
-def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
+def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
+    """o, the final state (or None), and what the backward reads: the chunk-start states,
+    U, W, Mk and (I + M)⁻¹. Without ``keep`` (no backward will run) Mk and (I + M)⁻¹ are
+    not formed into memory, and the one-launch forward stores only the states it hands on
+    and leaves Uv in place of U; what comes back beside o is then scratch."""
     B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b, "state_fwd")
     half = _half(v)
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
     w = v.new_empty(B, T, H, S, dtype=torch.float32)
     BT = sizes["BT"]
-    mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
+    pairs = _config("pairs")
+    mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) if keep
+              else v.new_empty(1, dtype=torch.float32) for _ in range(2))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     forward = _config("forward", half)
@@ -214,10 +230,11 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
             v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H, **sizes, BD=BD,
             LOG2_BT=BT.bit_length() - 1, NB=NB, USE_H0=h0 is not None,
             STORE_HT=output_final_state, PRECISION=precision, INVERSE=_config("inverse"),
-            **_launch("chain", half))
+            PAIRS=pairs, KEEP=keep, **_launch("chain", half))
         return o, ht, hs, u, w, mk, ti
     _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, T, **in_chunk,
-                                INVERSE=_config("inverse"), **_launch("wy_fwd", half))
+                                INVERSE=_config("inverse"), PAIRS=pairs, KEEP=keep,
+                                **_launch("wy_fwd", half))
     NG, G = _groups(B * H * ND, NC)
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_fwd", half))
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
@@ -237,7 +254,8 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision):
                                          USE_H0=h0 is not None, STORE_HT=output_final_state,
                                          **walk)
     o = torch.empty_like(v)
-    _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk, **_launch("output", half))
+    _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk, PAIRS=pairs,
+                                **_launch("output", half))
     return o, ht, hs, u, w, mk, ti
 
 
@@ -246,7 +264,7 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
     half = _half(v)
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     du = v.new_empty(B, T, H, D, dtype=torch.float32)  # Pᵀ dO, then dU in place
-    _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, T, **in_chunk,
+    _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, T, **in_chunk, PAIRS=_config("pairs"),
                                   **_launch("du_local", half))
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if with_h0 else None
@@ -280,15 +298,19 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
     """(v, b, c, g, A, beta, initial_state, output_final_state) -> (o, final_state or None)."""
 
     @staticmethod
-    def forward(ctx, v, b, c, g, A, beta, initial_state, output_final_state):
+    def forward(ctx, v, b, c, g, A, beta, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A, beta = (t.contiguous() for t in (v, b, c, g, A, beta))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
         # fp32-grade products if any of the multiplied inputs carries fp32 or more
         precision = dot_precision(torch.promote_types(torch.promote_types(v.dtype, b.dtype),
                                                       c.dtype))
+        # grad_mode: whether autograd was recording where the caller applied this (inside
+        # forward it never is); a backward can only follow if it was and an input needs it
+        keep = bool(grad_mode) and any(ctx.needs_input_grad)
         o, ht, hs, u, w, mk, ti = _forward(v, b, c, g, A, beta, h0, output_final_state,
-                                           precision)
-        ctx.save_for_backward(v, b, c, g, A, beta, hs, u, w, mk, ti)
+                                           precision, keep)
+        if keep:
+            ctx.save_for_backward(v, b, c, g, A, beta, hs, u, w, mk, ti)
         ctx.precision = precision
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
         if ht is not None and v.dtype == torch.float64:
@@ -305,7 +327,7 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
                                                    ctx.precision)
         if dh0 is not None:
             dh0 = dh0.to(ctx.h0_dtype)
-        return dv, db, dc, dg, dA.to(A.dtype), dbeta, dh0, None
+        return dv, db, dc, dg, dA.to(A.dtype), dbeta, dh0, None, None
 
 
 def chunk_gated_delta_triton(v, b, c, g, A, beta, initial_state=None, output_final_state=False,
@@ -327,4 +349,4 @@ def chunk_gated_delta_triton(v, b, c, g, A, beta, initial_state=None, output_fin
             state = state.double()
         return o, state
     return ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, initial_state,
-                                         bool(output_final_state))
+                                         bool(output_final_state), torch.is_grad_enabled())

@@ -3,11 +3,15 @@ the gradient pass (backward), each a program per (chunk, batch, head) that walks
 chunk's 16-step blocks with the state (or its gradient) on chip.
 
 ``hymo_mini.ops.gla.chunk_triton`` launches them; its docstring derives both, including
-the levels that keep every decay factor in [0, 1] (``_level``, ``_intra`` here).
+the levels that keep every decay factor in [0, 1] (``_level``, ``_intra`` here), and the
+one product that serves a block whose decay stays in range (``_pairs``).
 """
 
 from __future__ import annotations
 
+import os
+
+import torch
 import triton
 import triton.language as tl
 
@@ -73,13 +77,76 @@ def _intra(b_c, b_b, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr, GRAD: tl.conste
     return b_W, b_dc, b_db
 
 
+# A block's pairs are one product when every exp2(±l_t A2_n) of it lies in [2^-SPAN, 2^SPAN]:
+# far from fp32's overflow (2^128) and from its subnormals (2^-126), so that no factor
+# loses bits and no product of two overflows.
+SPAN = tl.constexpr(64.0)
+# Whether the kernels are compiled for an NVIDIA GPU (PTX), where _same_in_warp can say so
+# to the compiler; the interpreter and other backends take the plain condition.
+_PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None)
+
+
 @triton.jit
-def _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T,
+def _same_in_warp(ok):
+    """ok, a scalar condition every lane has computed alike, as one the compiler knows is
+    uniform: the AND over the warp (redux.sync) lands in a uniform register, so a branch
+    on it is no divergent branch, and the tensor-core products inside need no
+    reconvergence code. With one warp per program this is the program's condition; with
+    more, every warp computed the same value."""
+    if _PTX:
+        same = tl.inline_asm_elementwise("redux.sync.and.b32 $0, $1, 0xffffffff;", "=r,r",
+                                         [ok.to(tl.int32)], dtype=tl.int32, is_pure=True,
+                                         pack=1) != 0
+    else:
+        same = ok
+    return same
+
+
+@triton.jit
+def _pairs(b_x, b_y, b_xE, b_l, b_lend, b_A2, amax2, o_i, LOG2_BT: tl.constexpr,
+           PAIRS: tl.constexpr, PRECISION: tl.constexpr):
+    """The block's pair weights W_ts = Σ_n x_tn y_sn exp2((l_t - l_s) A2_n) for s ≤ t
+    [BT, BT], and y carried to the block's end, y ⊙ exp2((l_end - l) A2) [BT, BS].
+    b_xE = x ⊙ exp2(l A2), which the caller has for its reads of the start state; amax2
+    = max_n |A2_n|.
+
+    When every exponent l_t A2_n of the block is within ±SPAN (PAIRS = "auto"), the decay
+    splits at the block's start, exp2((l_t - l_s) A2) = exp2(l_t A2) · exp2(-l_s A2), and
+    W is one product, (x ⊙ exp2(l A2)) (y ⊙ exp2(-l A2))ᵀ, masked to s ≤ t: no factor
+    leaves [2^-SPAN, 2^SPAN] and every kept product is the pair's own decay, so it is as
+    exact as the levels'. Otherwise (or with PAIRS = "levels") the levels of ``_intra``,
+    whose factors stay in [0, 1] whatever the decay."""
+    if PAIRS == "levels":
+        b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT, PRECISION)
+    else:
+        if _same_in_warp(tl.max(tl.abs(b_l), axis=0) * amax2 <= SPAN):
+            b_yE = b_y * tl.exp2(-b_l[:, None] * b_A2[None, :])  # [BT, BS] at most 2^SPAN
+            b_W = tl.dot(b_xE, tl.trans(b_yE), input_precision=PRECISION)  # [BT, BT]
+            b_W = tl.where(o_i[:, None] >= o_i[None, :], b_W, 0.0)
+            b_yH = b_yE * tl.exp2(b_lend * b_A2)[None, :]  # [BT, BS]
+        else:
+            b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                         PRECISION)
+    return b_W, b_yH
+
+
+@triton.jit
+def _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr,
+                     PRECISION: tl.constexpr):
+    """``_pairs`` by the levels of ``_intra``, for any decay."""
+    b_W, _, _ = _intra(b_x, b_y, b_x, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
+    return b_W, b_y * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])
+
+
+@triton.jit
+def _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T,
                   H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                   BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
-                  STORE_HB: tl.constexpr, STORE_O: tl.constexpr, PRECISION: tl.constexpr):
+                  STORE_HB: tl.constexpr, STORE_O: tl.constexpr, PAIRS: tl.constexpr,
+                  PRECISION: tl.constexpr):
     """Block i_t of chunk i_c: its outputs (if STORE_O) from b_h [BS, BD], the state it
-    starts with (stored if STORE_HB), and the state it hands to the next block."""
+    starts with (stored if STORE_HB), and the state it hands to the next block. amax2 =
+    max_n |A2_n| (``_pairs``)."""
     NB = tl.cdiv(T, BT)
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
@@ -99,12 +166,14 @@ def _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T,
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
         b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-        b_W, _, _ = _intra(b_c, b_b, b_c, b_l, b_A2, o_i, LOG2_BT, False, PRECISION)
+        b_W, b_bH = _pairs(b_c, b_b, b_cH, b_l, b_lend, b_A2, amax2, o_i, LOG2_BT, PAIRS,
+                           PRECISION)
         b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
         tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+    else:
+        b_bH = b_b * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS]
     # hand the state to the next block (a block past the end leaves it as it is: g = b = 0)
-    b_bH = b_b * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS]
     b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
     return b_h + tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
 
@@ -114,7 +183,7 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                        BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
                        LOG2_BT: tl.constexpr, STORE_HB: tl.constexpr, STORE_O: tl.constexpr,
-                       UNROLL: tl.constexpr, PRECISION: tl.constexpr):
+                       UNROLL: tl.constexpr, PAIRS: tl.constexpr, PRECISION: tl.constexpr):
     """o for one chunk of one (b, h): its BT-step blocks in order, the state on chip.
     If STORE_HB, also the state each block starts with. Without STORE_O only those states
     (the backward's recomputation: no c, no outputs). UNROLL walks all BC / BT blocks as
@@ -128,17 +197,20 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
     m_h = m_s[:, None] & m_d[None, :]
     o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    amax2 = tl.max(tl.abs(b_A2), axis=0)
     b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
                   other=0.0)  # [BS, BD] fp32, the state the chunk starts with
     row0 = i_b.to(tl.int64) * T * H + i_h
     if UNROLL:
         for i_t in tl.static_range(BC // BT):
-            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S,
-                                D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PRECISION)
+            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T,
+                                H, S, D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PAIRS,
+                                PRECISION)
     else:
         for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
-            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S,
-                                D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PRECISION)
+            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T,
+                                H, S, D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PAIRS,
+                                PRECISION)
 
 
 @triton.jit

@@ -88,7 +88,7 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
                       LOG2_BT: tl.constexpr, PIECE: tl.constexpr, USE_H0: tl.constexpr,
                       STORE_HT: tl.constexpr, STORE_HB: tl.constexpr,
-                      PRECISION: tl.constexpr):
+                      PAIRS: tl.constexpr, PRECISION: tl.constexpr):
     """One chunk of one (b, h), by ticket: its end state handed on, then its outputs.
     flags[0] counts the tickets; flags[1 + k·BH + bh] is raised once hs[bh, k + 1] is
     stored. hs[bh, k] receives H_k for every chunk k (the backward reads them)."""
@@ -125,6 +125,7 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
     elif STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
     # 4. the chunk's outputs, block by block from H_k
+    amax2 = tl.max(tl.abs(b_A2), axis=0)  # the fastest rate, for _pairs
     for i_t in range(0, NT):
-        b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S, D,
-                            BC, BS, BD, BT, LOG2_BT, STORE_HB, True, PRECISION)
+        b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T, H,
+                            S, D, BC, BS, BD, BT, LOG2_BT, STORE_HB, True, PAIRS, PRECISION)

@@ -37,6 +37,16 @@ nothing overflows: a factor that underflows to zero belongs to a pair whose true
 below 1e-38 as well. The diagonal s = t is Σ_n c_tn b_tn. (Blocks of 32 steps, five
 levels, also work; see ``BLOCKS``.)
 
+The levels are the price of strong decay only. When every exponent l_t A_n of a block,
+in base 2, lies within ±64 (``chunk_blocks.SPAN``), the split at the block's start,
+(c_t exp(l_t A)) · (b_s exp(-l_s A)), has no factor near fp32's limits, and the whole W
+is one masked product of the block's c ⊙ exp(l A), which the outputs need anyway, and
+b ⊙ exp(-l A); the write carried to the block's end is b ⊙ exp(-l A) times exp(l_end A).
+``CONFIGS["pairs"] = "auto"`` (the default) takes that path block by block and the levels
+elsewhere; "levels" always takes the levels. The choice is one condition per block that
+every lane computes alike; on an NVIDIA GPU it goes through a warp-wide AND
+(``redux.sync``), so that the compiler knows the branch does not diverge.
+
 The backward, derived (per block; dH is the gradient of the loss with respect to the
 state at the block's end, H the state at its start, M_ts = do_t · v_s for s ≤ t):
 
@@ -103,7 +113,7 @@ from hymo_mini.ops.gla.chunk_states import (
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "BLOCK_STATES",
-           "FORWARDS", "INTERPRET"]
+           "FORWARDS", "PAIRS", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -127,6 +137,7 @@ CONFIGS = {
     "block": 16,  # BT: steps per attention block: 16 or 32
     "block_states": "store",
     "forward": "chain",
+    "pairs": "auto",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -140,11 +151,16 @@ BLOCK_STATES = ("store", "recompute")
 # program of the chunk before hands on (hymo_mini.ops.gla.chunk_chain). The same states,
 # each written once and read once, in one launch instead of three.
 FORWARDS = ("scan", "chain")
+# "pairs", how the forward forms a block's decay-weighted pairs: "levels", always by the
+# levels (every factor in [0, 1]); "auto", by one product where the block's decay keeps
+# every factor within 2^±64 and by the levels elsewhere (chunk_blocks._pairs).
+PAIRS = ("levels", "auto")
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
     "block_states": "store",
     "forward": "chain",
+    "pairs": "auto",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -175,7 +191,7 @@ def _precision(v, b, c) -> str:
     return dot_precision(torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype)))
 
 
-def _check_blocking(BC: int, BT: int, block_states: str, forward: str) -> None:
+def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: str) -> None:
     if BT not in BLOCKS or BT > BC:
         raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
                          f"({BC}), got {BT}")
@@ -184,6 +200,8 @@ def _check_blocking(BC: int, BT: int, block_states: str, forward: str) -> None:
                          f"{block_states!r}")
     if forward not in FORWARDS:
         raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
+    if pairs not in PAIRS:
+        raise ValueError(f"CONFIGS['pairs'] must be one of {PAIRS}, got {pairs!r}")
 
 
 def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
@@ -199,7 +217,7 @@ def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
     _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
         v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
         LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs, STORE_O=store_o, UNROLL=unroll,
-        PRECISION=precision, **launch)
+        PAIRS=_config("pairs"), PRECISION=precision, **launch)
 
 
 def _new_block_states(v, S):
@@ -215,7 +233,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
     precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     BT, block_states, how = _config("block"), _config("block_states"), _config("forward")
-    _check_blocking(BC, BT, block_states, how)
+    _check_blocking(BC, BT, block_states, how, _config("pairs"))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the state each chunk starts with
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     o = torch.empty_like(v)
@@ -231,7 +249,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
             v, b, c, g, A, h0, hs, ht, o, hb, flags, T, B * H, H=H, S=S, D=D, BC=BC, BS=BS,
             BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
             USE_H0=h0 is not None, STORE_HT=output_final_state, STORE_HB=hb is not hs,
-            PRECISION=precision, **launch)
+            PAIRS=_config("pairs"), PRECISION=precision, **launch)
     else:  # the chunk states in two launches, then the outputs
         _scan_states(v, b, g, A, h0, hs, ht, precision)
         _block_walk(v, b, c, g, A, hs, o, hb, True, precision)
@@ -295,11 +313,13 @@ class ChunkGLAFunction(torch.autograd.Function):
     """(v, b, c, g, A, initial_state, output_final_state) -> (o, final_state or None)."""
 
     @staticmethod
-    def forward(ctx, v, b, c, g, A, initial_state, output_final_state):
+    def forward(ctx, v, b, c, g, A, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
+        # grad_mode: whether autograd was recording where the caller applied this (inside
+        # forward it never is); a backward can only follow if it was and an input needs it
         o, hb, ht, rebuild = _forward(v, b, c, g, A, h0, output_final_state,
-                                      any(ctx.needs_input_grad))
+                                      bool(grad_mode) and any(ctx.needs_input_grad))
         ctx.save_for_backward(v, b, c, g, A, h0, hb)
         ctx.rebuild = rebuild
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
@@ -313,7 +333,7 @@ class ChunkGLAFunction(torch.autograd.Function):
         dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, ctx.rebuild, do, dht)
         if dh0 is not None:
             dh0 = dh0.to(ctx.h0_dtype)
-        return dv, db, dc, dg, dA.to(A.dtype), dh0, None
+        return dv, db, dc, dg, dA.to(A.dtype), dh0, None, None
 
 
 def chunk_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=False, *,
@@ -330,4 +350,5 @@ def chunk_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=False
                         "gated_linear_attention(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         return empty_sequence(v, b, initial_state, output_final_state)
-    return ChunkGLAFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state))
+    return ChunkGLAFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state),
+                                  torch.is_grad_enabled())
