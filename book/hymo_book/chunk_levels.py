@@ -4,12 +4,15 @@
 W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, level by level: :func:`pair_level` and
 :func:`level_map` sort a block's pairs s < t by the highest bit in which s and t differ,
 :func:`level_weights` computes the weights that way (every factor at most one),
-:func:`one_factor_weights` the one-product shortcut that overflows, and
+:func:`one_factor_weights` the one-product shortcut that overflows at strong decay,
+:func:`fits_one_product` the kernel's test of whether a block may take it after all, and
 :func:`level_map_figure` draws the levels. Checked by ``tests/book/test_book_chunk_levels.py``
 against :func:`hymo_book.kernel_chapter.decay_matrix`, the direct form.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -18,7 +21,8 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-__all__ = ["pair_level", "level_map", "level_weights", "one_factor_weights", "level_map_figure"]
+__all__ = ["pair_level", "level_map", "level_weights", "one_factor_weights", "fits_one_product",
+           "level_map_figure"]
 
 
 def _check_block(block, name: str = "block") -> None:
@@ -99,6 +103,20 @@ def one_factor_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
     W = einsum(c * torch.exp(lA), b * torch.exp(-lA), "t n, s n -> t s")  # (t, s)
     causal = torch.ones(len(g), len(g), dtype=torch.bool).tril()
     return torch.where(causal, W, torch.zeros_like(W))
+
+
+def fits_one_product(g: torch.Tensor, A: torch.Tensor, span: float = 64.0) -> bool:
+    """Whether the kernel forms a block's weights by one product (``_pairs`` in
+    ``hymo_mini.ops.gla.chunk_blocks``): every exponent l_t A_n of the block, written in
+    base 2 (l_t A_n log2 e), within ±span, so that the factors 2^{±l_t A_n log2 e} of
+    :func:`one_factor_weights` stay far inside float32's range. g (T,) the block's gates,
+    l = cumsum(g) (|l| rather than l: a gate may be negative); A (S,) the rates."""
+    if g.ndim != 1 or A.ndim != 1:
+        raise ValueError(f"expected g (T,) and A (S,), got {tuple(g.shape)} and {tuple(A.shape)}")
+    if not span > 0:
+        raise ValueError(f"span must be positive, got {span!r}")
+    largest = g.double().cumsum(0).abs().max() * A.double().abs().max() * math.log2(math.e)
+    return bool(largest <= span)
 
 
 _LEVEL_COLORS = ["#4c72b0", "#55a868", "#c44e52", "#8172b2", "#ccb974", "#64b5cd"]

@@ -112,3 +112,42 @@ def test_level_map_figure_rejects_bad_arguments():
         lv.level_map_figure(block=16, t=16, s=2)
     with pytest.raises(ValueError, match="0 <= s < t < block"):
         lv.level_map_figure(block=16, t=3, s=3)
+
+
+def test_fits_one_product_is_the_kernels_test():
+    """The book's condition is the gla kernel's: a one-block sequence whose largest exponent
+    (base 2) is just inside SPAN takes one product (other bits than the levels, the same
+    answer), and one just outside takes the levels (the same bits); a negative gate counts
+    by its size; bad arguments are refused."""
+    import math
+
+    import hymo_mini.ops.gla.chunk_triton as gtc
+    from hymo_mini.ops.gla.chunk_blocks import SPAN
+
+    span = float(SPAN.value)
+    T, S, D = 16, 8, 4
+    gen = torch.Generator().manual_seed(3)
+    v, b, c = (torch.randn(1, T, 1, n, generator=gen) / n**0.5 for n in (D, S, S))
+    g = torch.rand(1, T, 1, generator=gen) + 0.1
+    rates = torch.rand(1, S, generator=gen) + 0.5
+    live = gtc.INTERPRET_CONFIGS if gtc.INTERPRET else gtc.CONFIGS
+    kept = live["pairs"]
+    try:
+        for share, fits in ((0.95, True), (1.05, False)):
+            top = g[0, :, 0].cumsum(0).max() * rates.max() * math.log2(math.e)
+            A = -rates * share * span / top  # the largest exponent at share · SPAN
+            assert lv.fits_one_product(g[0, :, 0], A[0]) is fits
+            o = {}
+            for pairs in gtc.PAIRS:
+                live["pairs"] = pairs
+                o[pairs] = gtc.chunk_gla_triton(v, b, c, g, A)[0]
+            assert torch.equal(o["auto"], o["levels"]) is not fits
+            assert max_rel_error(o["auto"], o["levels"]) < 1e-5
+    finally:
+        live["pairs"] = kept
+    assert lv.fits_one_product(torch.tensor([-1.0, -1.0]), torch.tensor([-1.0]), span=2.9)
+    assert not lv.fits_one_product(torch.tensor([-1.0, -1.0]), torch.tensor([-1.0]), span=2.8)
+    with pytest.raises(ValueError, match="expected g"):
+        lv.fits_one_product(g, A[0])
+    with pytest.raises(ValueError, match="span must be positive"):
+        lv.fits_one_product(g[0, :, 0], A[0], span=0.0)

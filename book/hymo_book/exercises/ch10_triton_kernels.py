@@ -2,10 +2,13 @@
 (the flat offsets the chunk kernels' ``_rows`` helper loads), the backward of one step of
 the recurrence, as the recurrent kernel's ``_bwd_step`` computes it, one level of the
 delta rule kernel's inverse by merged blocks (``_unit_lower_inverse_levels``), a group
-of chunk-to-chunk steps composed into one affine map (``chunk_groups``), and the chunk
-states the gla kernel's programs hand on to one another (``chunk_chain``)."""
+of chunk-to-chunk steps composed into one affine map (``chunk_groups``), the chunk
+states the gla kernel's programs hand on to one another (``chunk_chain``), and the test by
+which a block's pairs are one product instead of the levels (``chunk_blocks._pairs``)."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -285,6 +288,60 @@ def _decay_on_the_wrong_side(delta, decay, h0):
     return torch.stack(starts), h
 
 
+# ---- one product or the levels ------------------------------------------------------------
+def _fits_oracle(g, A, span=64.0):
+    """Every exponent of the block, l_t A_n in base 2, within ±span: the (T, S) table of
+    them, its largest size."""
+    exponents = g.double().cumsum(0)[:, None] * A.double()[None, :] / math.log(2)  # (T, S)
+    return bool(exponents.abs().max() <= span)
+
+
+def _fits_cases():
+    gen = torch.Generator().manual_seed(6)
+    rates = torch.rand(32, generator=gen, dtype=torch.float64) + 0.5  # (S,) in [0.5, 1.5)
+    gates = torch.rand(16, generator=gen, dtype=torch.float64)  # (T,) in [0, 1)
+
+    def at(share, g=gates, base=2.0):
+        """Rates scaled so that the largest exponent, in the given base, is share · 64."""
+        top = g.cumsum(0).abs().max() * rates.max() / math.log(base)
+        return (g, -rates * share * 64.0 / top)
+
+    swing = torch.tensor([30.0, -30.0, 1.0, -1.0], dtype=torch.float64)  # l = 30, 0, 1, 0
+    return [Case("a mild block (largest exponent 0.5 · 64)", at(0.5)),
+            Case("a strong block (2 · 64)", at(2.0)),
+            Case("just inside (0.99 · 64)", at(0.99)),
+            Case("just outside (1.01 · 64)", at(1.01)),
+            Case("within 64 in base e, past it in base 2", at(0.9, base=math.e)),
+            Case("a gate that swings back (largest |l| mid-block)", (swing, -torch.full(
+                (3,), 3.0, dtype=torch.float64))),
+            Case("one step (T = 1)", (gates[:1], -rates)),
+            Case("span 10 instead of 64", (gates, -rates / 4), {"span": 10.0}),
+            Case("a long block of small gates", (torch.full((256,), 0.4, dtype=torch.float64),
+                                                 -torch.full((4,), 0.5, dtype=torch.float64)))]
+
+
+def _exact_answer(got, expected, case):
+    if not isinstance(got, bool | torch.Tensor) or (isinstance(got, torch.Tensor)
+                                                     and got.numel() != 1):
+        return f"case {case.name}: the answer should be one True or False, got {got!r}"
+    got = bool(got)
+    if got != expected:
+        return f"case {case.name}: expected {expected}, got {got}"
+    return None
+
+
+def _natural_base(g, A, span=64.0):
+    return bool((g.cumsum(0).abs().max() * A.abs().max()) <= span)  # e^x, not 2^x
+
+
+def _end_of_the_block(g, A, span=64.0):
+    return bool(g.sum().abs() * A.abs().max() / math.log(2) <= span)  # l_end, not max |l|
+
+
+def _one_step(g, A, span=64.0):
+    return bool(g.abs().max() * A.abs().max() / math.log(2) <= span)  # no sum over steps
+
+
 EXERCISES = [
     Exercise(
         name="row_offsets", chapter="10_triton_kernels", cases=_row_offsets_cases,
@@ -323,5 +380,13 @@ EXERCISES = [
         wrong=[(_end_states, "case 5 chunks, S = 4, D = 3: output 0 differs"),
                (_decay_after_the_write, "case 5 chunks, S = 4, D = 3: output 0 differs"),
                (_decay_on_the_wrong_side, "case 5 chunks, S = 4, D = 3 raised RuntimeError")],
+    ),
+    Exercise(
+        name="fits_one_product", chapter="10_triton_kernels", cases=_fits_cases,
+        oracle=_fits_oracle, compare=_exact_answer,
+        wrong=[(_natural_base, "case just outside (1.01 · 64): expected False, got True"),
+               (_end_of_the_block, "case a gate that swings back (largest |l| mid-block): "
+                                   "expected False, got True"),
+               (_one_step, "case a strong block (2 · 64): expected False, got True")],
     ),
 ]
