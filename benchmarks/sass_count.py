@@ -14,8 +14,9 @@ in each case's ``div16`` (T and the program counts of the benchmark shapes are m
 16). Its own ``cuobjdump`` (shipped in the wheel) lists the registers and the SASS.
 
 JSON: environment (date, command, git commit, triton), cases {name: {kernel, dtype, settings,
-registers, stack_bytes, instructions, loops: [{first, last, instructions, opcodes, paths:
-{"one product": n, "levels": n} where the loop branches}]}}.
+registers, stack_bytes, instructions, paths (the whole kernel, where it branches), loops:
+[{first, last, instructions, opcodes, paths: {"one product": n, "levels": n} where the loop
+branches}]}}.
 """
 
 from __future__ import annotations
@@ -55,14 +56,34 @@ def _target(text: str) -> int | None:
     return int(m.group(1), 16) if m else None
 
 
+def sides(ins: list[tuple[int, str, str]], first: int, last: int) -> dict | None:
+    """For the uniform branches between addresses first and last (each a REDUX, then a
+    predicated branch forward over one side to an unconditional jump past the other), the
+    instructions of that stretch when every branch takes its shorter side ("one product":
+    in these kernels one tl.dot and an exponential against the levels' four of each) and
+    when every branch takes its longer ("levels"); None where there is no such branch."""
+    at = {a: i for i, (a, _, _) in enumerate(ins)}
+    span = [x for x in ins if first <= x[0] <= last]
+    found = []
+    for i, (ra, rop, _) in enumerate(ins):
+        if rop != "REDUX" or not first <= ra <= last:
+            continue
+        for ba, bop, btext in ins[i + 1:]:
+            if bop == "BRA" and btext.startswith("@"):
+                skip = _target(btext)  # past the side run when the branch is not taken
+                before = ins[at[skip] - 1] if skip in at else None
+                end = _target(before[2]) if before and before[1] == "BRA" else skip
+                found.append(((skip - ba) // 16 - 1, (end - skip) // 16))
+                break
+    if not found:
+        return None
+    return {"one product": len(span) - sum(max(f) for f in found),
+            "levels": len(span) - sum(min(f) for f in found)}
+
+
 def loops(ins: list[tuple[int, str, str]]) -> list[dict]:
     """Every loop (a branch back to an earlier address) with its instruction count, its
-    opcodes, and, where it holds uniform branches (a REDUX, then a predicated branch forward
-    over one side to an unconditional jump past the other), the instructions of the loop
-    body when every iteration takes the shorter side of each ("one product": in these
-    kernels one tl.dot and an exponential against the levels' four of each) and when every
-    iteration takes the longer ("levels")."""
-    at = {a: i for i, (a, _, _) in enumerate(ins)}
+    opcodes and, where it holds uniform branches, its ``sides``."""
     found = []
     for a, op, text in ins:
         t = _target(text) if op == "BRA" else None
@@ -71,21 +92,8 @@ def loops(ins: list[tuple[int, str, str]]) -> list[dict]:
         body = [x for x in ins if t <= x[0] <= a]
         entry = {"first": t, "last": a, "instructions": len(body),
                  "opcodes": dict(Counter(o for _, o, _ in body).most_common(12))}
-        sides = []
-        for i, (ra, rop, _) in enumerate(ins):
-            if rop != "REDUX" or not t <= ra <= a:
-                continue
-            for ba, bop, btext in ins[i + 1:]:
-                if bop == "BRA" and btext.startswith("@"):
-                    skip = _target(btext)  # past the side taken when the branch is not
-                    before = ins[at[skip] - 1] if skip in at else None
-                    end = _target(before[2]) if before and before[1] == "BRA" else skip
-                    sides.append(((skip - ba) // 16 - 1, (end - skip) // 16))
-                    break
-        if sides:  # the shorter side of each is the one product (one tl.dot, not four)
-            short = sum(min(s) for s in sides)
-            long = sum(max(s) for s in sides)
-            entry["paths"] = {"one product": len(body) - long, "levels": len(body) - short}
+        if (paths := sides(ins, t, a)) is not None:
+            entry["paths"] = paths
         found.append(entry)
     return found
 
@@ -125,7 +133,10 @@ def summarise(kernel) -> dict:
         sass = subprocess.run([str(tool), "-sass", path], capture_output=True, text=True,
                               check=True).stdout
     ins = parse(sass)
-    return {**resources(res), "instructions": len(ins), "loops": loops(ins)}
+    out = {**resources(res), "instructions": len(ins), "loops": loops(ins)}
+    if ins and (paths := sides(ins, ins[0][0], ins[-1][0])) is not None:
+        out["paths"] = paths  # the whole kernel: per program where it has no loop
+    return out
 
 
 # -------------------------------------------------------------------------------- cases
@@ -161,6 +172,21 @@ def delta_chain(dtype: str, pairs: str, keep: bool) -> tuple:
     return _chain_fwd_kernel, sig, consts
 
 
+def delta_in_chunk(kernel: str, dtype: str, pairs: str) -> tuple:
+    """The delta rule's in-chunk kernels of the forward in passes (fp32's default), a
+    program per 16-step chunk."""
+    from hymo_mini.ops.gated_delta import chunk_kernels
+    io = _io(dtype)
+    consts = dict(H=40, S=32, D=32, BS=32, BD=32, BT=16, LOG2_BT=4, PRECISION=PRECISION[dtype],
+                  PAIRS=pairs)
+    if kernel == "wy_fwd":
+        sig = dict(v=io, b=io, g=io, A="*fp32", beta=io, uv="*fp32", w="*fp32", mk="*fp32",
+                   ti="*fp32", T="i32")
+        return chunk_kernels._wy_fwd_kernel, sig, dict(consts, INVERSE="levels", KEEP=False)
+    sig = dict(b=io, c=io, g=io, A="*fp32", hs="*fp32", u="*fp32", o=io, T="i32")
+    return chunk_kernels._output_kernel, sig, consts
+
+
 def cases() -> dict:
     """name -> (what, build): every kernel variant the report compares."""
     out = {}
@@ -169,19 +195,26 @@ def cases() -> dict:
             out[f"gla_chain_{dtype}_{pairs}"] = (
                 dict(kernel="gla chunk_chain._chain_fwd_kernel", dtype=dtype, pairs=pairs),
                 lambda d=dtype, p=pairs: gla_chain(d, p))
-        for pairs, keep in (("levels", True), ("auto", True), ("auto", False)):
+        for pairs, keep in (("levels", True), ("levels", False), ("auto", True),
+                            ("auto", False)):
             out[f"delta_chain_{dtype}_{pairs}_{'keep' if keep else 'lean'}"] = (
                 dict(kernel="gated_delta chunk_chain._chain_fwd_kernel", dtype=dtype,
                      pairs=pairs, keep=keep),
                 lambda d=dtype, p=pairs, k=keep: delta_chain(d, p, k))
+    for kernel in ("wy_fwd", "output"):
+        for pairs in ("levels", "auto"):
+            out[f"delta_{kernel}_fp32_{pairs}"] = (
+                dict(kernel=f"gated_delta chunk_kernels._{kernel}_kernel", dtype="fp32",
+                     pairs=pairs),
+                lambda k=kernel, p=pairs: delta_in_chunk(k, "fp32", p))
     return out
 
 
 def environment(argv) -> dict:
     from benchmarks import record
 
-    return {**record.stamp(__file__, argv), **record.versions(), "target": "sm90 (cuda 90)",
-            "note": "static counts of compiled code: no kernel ran"}
+    return {**record.stamp(__file__, argv), **record.versions(),
+            "device": "code for sm90 (Hopper), compiled on a CPU machine: no kernel ran"}
 
 
 def main(argv=None) -> int:
@@ -203,8 +236,9 @@ def main(argv=None) -> int:
         report["cases"][name] = {**what, **result}
         loops_ = ", ".join(f"{x['instructions']}" + (f" {x['paths']}" if "paths" in x else "")
                            for x in result["loops"])
-        print(f"{name}: {result['registers']} registers, {result['stack_bytes']} B stack; "
-              f"loops {loops_}", flush=True)
+        print(f"{name}: {result['registers']} registers, {result['stack_bytes']} B stack, "
+              f"{result['instructions']} instructions {result.get('paths', '')}; "
+              f"loops {loops_ or 'none'}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
     return 0

@@ -4,7 +4,9 @@ The gla kernel's, from the runs that chose its one-launch forward
 forwards over chunks of 64 and 128 steps at both shapes, the chosen setting alone, and the
 dispatcher without and with its value check. The delta rule kernel's, from the runs that
 chose its one-launch forward for 16-bit inputs (``hymo_mini.ops.gated_delta.chunk_chain``):
-the forward in passes against one launch over stretches of chunks, at both shapes.
+the forward in passes against one launch over stretches of chunks, at both shapes. And what
+the compiler for the GPU emits for the forwards' loops, by the levels or by one product
+(``benchmarks/sass_count.py``: a static count, no time).
 Read from ``book/results``; nothing here measures time. Checked by
 ``tests/book/test_book_kernel_forward.py``.
 """
@@ -17,7 +19,7 @@ from hymo_mini.tables import TextTable
 __all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS",
            "DTYPES", "DELTA_DTYPES", "setting_label", "settings_table", "chain_table",
            "latest_forward", "dispatch_table", "delta_setting_label", "delta_chain_table",
-           "delta_latest_forward"]
+           "delta_latest_forward", "SASS_RUN", "sass_table"]
 
 # the three-launch forward (tree 8b30f04) under launch settings, B4 T4096 H40
 SETTINGS_RUN = "gla_forward_settings_h200_2026-12-02.json"
@@ -35,6 +37,14 @@ DELTA_CHAIN_RUNS = ("delta_forward_chain_b4t4096_h200_2026-12-02.json",
                     "delta_forward_chain_b1t16384_h200_2026-12-02.json")
 # the dtypes those runs timed: fp32 with its default fp32-grade products, and bf16
 DELTA_DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
+# the forwards' kernels compiled for sm90 by the GPU's Triton (3.6) on a CPU machine
+SASS_RUN = "sass_sm90_triton36_2026-12-03.json"
+# the loops the table reports: (case prefix, which loop with a branch, what it is)
+SASS_LOOPS = (("gla_chain", 0, "gla: a 16-step block of the output walk"),
+              ("delta_chain", 0, "delta, one launch: a chunk's WY form and map"),
+              ("delta_chain", 1, "delta, one launch: a chunk's outputs"),
+              ("delta_wy_fwd", None, "delta, passes: a chunk's WY form (a program)"),
+              ("delta_output", None, "delta, passes: a chunk's outputs (a program)"))
 
 
 def setting_label(change: dict) -> str:
@@ -185,3 +195,40 @@ def delta_latest_forward(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> dict:
             raise ValueError(f"no run in {runs} timed the delta forward's current {key} "
                              f"setting ({wanted}): time it, or name a run that did")
     return out
+
+
+def sass_table(run: str = SASS_RUN) -> CaptionedTable:
+    """Per loop of the forwards (or per program of a kernel with none) and dtype: the
+    instructions when every block takes the levels and when every block takes one product,
+    from the kernel compiled with CONFIGS["pairs"] = "auto"; the registers and spill bytes of
+    that kernel and of the one compiled with "levels". The delta rule's kernels as the forward
+    alone is timed, without autograd (nothing kept for a backward)."""
+    report = load_result(run, need=("cases",))
+    cases = report["cases"]
+    rows, values = [], []
+    for prefix, index, what in SASS_LOOPS:
+        for dtype in ("bf16", "fp32"):
+            auto = next((c for name, c in cases.items() if name.startswith(f"{prefix}_{dtype}")
+                         and c["pairs"] == "auto" and c.get("keep") is not True), None)
+            levels = next((c for name, c in cases.items() if name.startswith(f"{prefix}_{dtype}")
+                           and c["pairs"] == "levels" and c.get("keep") is not True), None)
+            if auto is None or levels is None:
+                continue
+            if index is None:
+                paths = auto["paths"]
+            else:
+                paths = [x for x in auto["loops"] if "paths" in x][index]["paths"]
+            row = {"loop": what, "dtype": dtype, "levels": paths["levels"],
+                   "one_product": paths["one product"],
+                   "registers": (levels["registers"], auto["registers"]),
+                   "stack_bytes": (levels["stack_bytes"], auto["stack_bytes"])}
+            values.append(row)
+            rows.append((what, dtype, f"{row['levels']:,}", f"{row['one_product']:,}",
+                         f"{row['one_product'] / row['levels']:.2f}",
+                         "{} / {}".format(*row["registers"]),
+                         "{} / {}".format(*row["stack_bytes"])))
+    table = TextTable(("loop", "dtype", "levels", "one product", "ratio",
+                       "registers (levels / auto)", "spill bytes (levels / auto)"), rows,
+                      align="llrrrrr",
+                      title="instructions per pass of the loop, compiled for sm90 (no kernel ran)")
+    return CaptionedTable(table, run_caption(report), values)

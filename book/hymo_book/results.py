@@ -39,6 +39,7 @@ PRODUCERS = {
     "optimizers": "python3 benchmarks/optimizers.py --out book/results/{name}",
     "train_": "python3 benchmarks/train_throughput.py --out book/results/{name}",
     "mini_step": "python3 benchmarks/mini_step.py --out book/results/{name}",
+    "sass_": "python3 benchmarks/sass_count.py --out book/results/{name}",
 }
 
 
