@@ -208,6 +208,25 @@ def _delta_forward_text() -> list[str]:
             f"at worst {worst:.1f}× at the settings in use."]
 
 
+def _since_text() -> list[str]:
+    """What changed in the forwards after every run above, and the static count that is
+    all that measures it so far."""
+    from hymo_book import kernel_forward as kf
+
+    table = kf.sass_table()
+    walk = next(r for r in table.rows if r["loop"].startswith("gla") and r["dtype"] == "bf16")
+    ratios = [r["one_product"] / r["levels"] for r in table.rows]
+    return ["Since all these runs, both rules' forwards form a block's decay-weighted pairs by "
+            "one product where the block's decay keeps every factor within 2^±64, and by the "
+            "levels elsewhere, and the delta forward keeps nothing for a backward that cannot "
+            "follow (chapter 10). No GPU has timed that tree. Compiled for sm90 by the GPU's "
+            f"Triton on a CPU ({kf.SASS_RUN}, `python3 benchmarks/sass_count.py`; a static count, "
+            f"no kernel ran), a 16-step block of the gla walk is {walk['one_product']:,} "
+            f"instructions by one product against {walk['levels']:,} by the levels in bf16, and "
+            f"the forwards' loops keep {min(ratios):.2f} to {max(ratios):.2f} of the levels' "
+            "count (chapter 21)."]
+
+
 def _gla_table(gdn: dict) -> list[str]:
     lines = ["| B, T, H = 40, S = D = 32 | hymo chunk kernel: fwd / fwd+bwd / peak | fla "
              "`chunk_gla` | ratio |", "|---|---|---|---|"]
@@ -290,6 +309,7 @@ def measured_section() -> str:
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
     long_run = load_result(DELTA_LONG_RUN, need=("peers",))
     lines += _delta_text(tuned, DELTA_SIDE_BY_SIDE, long_run) + [""] + _delta_forward_text()
+    lines += [""] + _since_text()
     lines += [""] + _recurrent_text(rec)
     lines += [""]
     lines += ["![GDN kernel benchmark](figures/gdn_benchmark.png)", ""]

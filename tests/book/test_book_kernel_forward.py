@@ -64,3 +64,21 @@ def test_delta_latest_forward_needs_a_timed_setting(monkeypatch):
     monkeypatch.setitem(gdt.CONFIGS_16BIT, "chain", dict(chunks=3, num_warps=1, num_stages=1))
     with pytest.raises(ValueError, match="stretches of 3 chunks"):
         kf.delta_latest_forward()
+
+
+def test_sass_table_reads_each_loop_of_the_compiled_kernels():
+    """One row per reported loop and dtype, its counts those of the kernel compiled with
+    "auto" (the delta rule's without autograd), registers and spills beside the "levels"
+    kernel's; the one product is the shorter path in every row."""
+    table = kf.sass_table()
+    cases = load_result(kf.SASS_RUN)["cases"]
+    assert len(table.rows) == 8 and kf.SASS_RUN in table.caption
+    walk = next(r for r in table.rows if r["loop"].startswith("gla") and r["dtype"] == "bf16")
+    auto = cases["gla_chain_bf16_auto"]
+    assert walk["one_product"] == [x for x in auto["loops"] if "paths" in x][0]["paths"][
+        "one product"]
+    assert walk["registers"] == (cases["gla_chain_bf16_levels"]["registers"], auto["registers"])
+    assert all(r["one_product"] < r["levels"] for r in table.rows)
+    step1 = next(r for r in table.rows if "WY form and map" in r["loop"] and r["dtype"] == "fp32")
+    lean = cases["delta_chain_fp32_auto_lean"]
+    assert step1["stack_bytes"][1] == lean["stack_bytes"]
