@@ -15,7 +15,7 @@ import pytest
 import torch
 import triton
 from delta_oracle import DEVICE, GATE_GRADS, compare_to_naive, make_leaves, reference, run
-from gdn_oracle import rel_err
+from gdn_oracle import mixed_decay, rel_err
 
 import hymo_mini.ops.gated_delta.chunk_triton as gdt
 from hymo_mini.ops import naive_gated_delta
@@ -270,16 +270,6 @@ def test_dot_precision_follows_pytorch(monkeypatch):
     assert dot_precision(torch.float32) == "tf32"
 
 
-def _mixed_decay(leaves, T):
-    """g of chunks 0, 2, ... (16 steps each) tiny and of chunks 1, 3, ... 0.6: with rates
-    of about 10-20, the tiny chunks' decay stays within 2^±64 (one product) and the others'
-    goes far past it (the levels), in one sequence."""
-    g = leaves[3].detach().clone()
-    fast = (torch.arange(T, device=g.device) // 16) % 2 == 0
-    g[:, fast], g[:, ~fast] = 0.01, 0.6
-    leaves[3] = g.requires_grad_()
-    return leaves
-
 
 @pytest.mark.triton
 @pytest.mark.parametrize("pairs", gdt.PAIRS)
@@ -290,7 +280,7 @@ def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
     sequence with a ragged tail, against the loop (outputs, final state, every gradient)."""
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), pairs=pairs, forward=forward))
     B, T, H, S, D = 1, 57, 2, 24, 20
-    leaves = _mixed_decay(make_leaves(B, T, H, S, D, torch.float32, decay_scale=10.0), T)
+    leaves = mixed_decay(make_leaves(B, T, H, S, D, torch.float32, decay_scale=10.0), T)
     do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
     dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
     o, final, grads = run(kernel, leaves, do, dht)

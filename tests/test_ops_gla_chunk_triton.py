@@ -16,6 +16,7 @@ from gdn_oracle import (
     GATE_GRADS,
     compare_to_reference,
     make_leaves,
+    mixed_decay,
     reference,
     rel_err,
     run,
@@ -244,16 +245,6 @@ def test_empty_sequence():
     assert o.shape == (2, 0, 2, 4) and torch.equal(final, h0)
 
 
-def _mixed_decay(leaves, T):
-    """g of blocks 0, 2, ... (16 steps each) tiny and of blocks 1, 3, ... 0.6: with
-    rates of about 10-20, the tiny blocks' decay stays within 2^±64 (one product) and the
-    others' goes far past it (the levels), in one sequence."""
-    g = leaves[3].detach().clone()
-    fast = (torch.arange(T, device=g.device) // 16) % 2 == 0
-    g[:, fast], g[:, ~fast] = 0.01, 0.6
-    leaves[3] = g.requires_grad_()
-    return leaves
-
 
 @pytest.mark.triton
 @pytest.mark.parametrize("pairs", gtc.PAIRS)
@@ -264,7 +255,7 @@ def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
     sequence with a ragged tail, outputs, final state and every gradient against the loop."""
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs, forward=forward))
     B, T, H, S, D = 1, 57, 2, 12, 20
-    leaves = _mixed_decay(make_leaves(B, T, H, S, D, torch.float32), T)
+    leaves = mixed_decay(make_leaves(B, T, H, S, D, torch.float32), T)
     do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
     dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
     o, final, grads = run(lambda *a: chunk_gla_triton(*a), leaves, 10.0, do, dht)
