@@ -334,3 +334,10 @@ def test_pairs_setting_checked(monkeypatch):
     with pytest.raises(ValueError, match="pairs"):
         chunk_gated_delta_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3,
                                                                    torch.float32)))
+
+
+def test_backward_after_a_forward_that_kept_nothing_says_why():
+    leaves = make_leaves(1, 4, 1, 3, 3, torch.float32)
+    o, _ = gdt.ChunkGatedDeltaFunction.apply(*leaves[:6], None, False, False)
+    with pytest.raises(RuntimeError, match="grad_mode=False"):
+        o.sum().backward()

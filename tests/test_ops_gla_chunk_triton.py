@@ -289,3 +289,10 @@ def test_pairs_setting_checked(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs="fast"))
     with pytest.raises(ValueError, match="pairs"):
         chunk_gla_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3, torch.float32)))
+
+
+def test_backward_after_a_forward_that_kept_nothing_says_why():
+    v, b, c, g, A_log, _ = make_leaves(1, 4, 1, 3, 3, torch.float32)
+    o, _ = gtc.ChunkGLAFunction.apply(v, b, c, g, -torch.exp(A_log), None, False, False)
+    with pytest.raises(RuntimeError, match="grad_mode=False"):
+        o.sum().backward()

@@ -319,6 +319,10 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do, dht):
+        if not ctx.saved_tensors:
+            raise RuntimeError("ChunkGatedDeltaFunction: the forward ran with grad_mode=False "
+                               "and kept nothing for a backward; apply it with grad_mode=True "
+                               "(the default)")
         v, b, c, g, A, beta, hs, u, w, mk, ti = ctx.saved_tensors
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None

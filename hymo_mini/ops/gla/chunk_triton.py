@@ -328,6 +328,9 @@ class ChunkGLAFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, dht):
         v, b, c, g, A, h0, hb = ctx.saved_tensors
+        if hb is None:
+            raise RuntimeError("ChunkGLAFunction: the forward ran with grad_mode=False and kept "
+                               "nothing for a backward; apply it with grad_mode=True (the default)")
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None
         dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, ctx.rebuild, do, dht)
