@@ -2,13 +2,17 @@
 pair of a block once, as the kernel masks them, and give the direct weights (the decay matrix of
 hymo_book.kernel_chapter) where the one-factor form overflows; the level-map figure."""
 
+import math
+
 import pytest
 import torch
 from hymo_book import chunk_levels as lv
 from hymo_book.kernel_chapter import _example, decay_matrix, max_rel_error
 from matplotlib.patches import Rectangle
 
+import hymo_mini.ops.gla.chunk_triton as gtc
 from hymo_mini.ops import naive_gla
+from hymo_mini.ops.gla.chunk_blocks import SPAN
 
 
 def test_pair_level_splits_every_pair_between_its_halves():
@@ -119,11 +123,6 @@ def test_fits_one_product_is_the_kernels_test():
     (base 2) is just inside SPAN takes one product (other bits than the levels, the same
     answer), and one just outside takes the levels (the same bits); a negative gate counts
     by its size; bad arguments are refused."""
-    import math
-
-    import hymo_mini.ops.gla.chunk_triton as gtc
-    from hymo_mini.ops.gla.chunk_blocks import SPAN
-
     span = float(SPAN.value)
     T, S, D = 16, 8, 4
     gen = torch.Generator().manual_seed(3)
