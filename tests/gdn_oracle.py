@@ -5,12 +5,25 @@ loop ``naive_gla`` run in fp64 on the same (already rounded) values.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from hymo_mini.ops import naive_gla
+from hymo_mini.ops.gla import chunk_blocks
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 GATE_GRADS = ("dg", "dA", "dA_log")
+# The one-product pairs ("auto"), compiled for an H200 (Triton 3.6), gave wrong outputs in
+# some kernels, so the library refuses them on a GPU. The pair tests run them there anyway
+# and are expected to fail until the cause is fixed; under the interpreter they must pass.
+AUTO_ON_GPU = pytest.mark.xfail(DEVICE == "cuda", strict=False,
+                                reason="the compiled one-product pairs gave wrong outputs "
+                                       "on an H200 (Triton 3.6)")
+
+
+def allow_auto(monkeypatch) -> None:
+    """Let "auto" run where the kernels are compiled (a GPU), for the pair tests."""
+    monkeypatch.setattr(chunk_blocks, "AUTO_PAIRS_COMPILED", True)
 
 
 def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 from gdn_oracle import (
+    AUTO_ON_GPU,
     DEVICE,
     GATE_GRADS,
+    allow_auto,
     compare_to_reference,
     make_leaves,
     mixed_decay,
@@ -24,6 +26,7 @@ from gdn_oracle import (
 
 import hymo_mini.ops.gla.chunk_triton as gtc
 from hymo_mini.ops import gated_linear_attention, naive_gla
+from hymo_mini.ops.gla.chunk_blocks import check_pairs
 from hymo_mini.ops.gla.chunk_triton import chunk_gla_triton
 
 # fp32: plain fp32 products in the interpreter; TF32 (10-bit mantissa) on the GPU.
@@ -247,12 +250,14 @@ def test_empty_sequence():
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("pairs", gtc.PAIRS)
+@pytest.mark.parametrize("pairs", [pytest.param(p, marks=AUTO_ON_GPU) if p == "auto" else p
+                                   for p in gtc.PAIRS])
 @pytest.mark.parametrize("forward", gtc.FORWARDS)
 def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
     """A block's pairs by one product where its decay stays in range and by the levels
     where it does not ("auto"), or always by the levels: blocks of both kinds in one
     sequence with a ragged tail, outputs, final state and every gradient against the loop."""
+    allow_auto(monkeypatch)
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs, forward=forward))
     B, T, H, S, D = 1, 57, 2, 12, 20
     leaves = mixed_decay(make_leaves(B, T, H, S, D, torch.float32), T)
@@ -267,11 +272,13 @@ def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
     assert not bad, errors
 
 
+@AUTO_ON_GPU
 @pytest.mark.triton
 def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch):
     """"auto" and "levels" give the same bits where every block's decay is far past 2^64
     (both take the levels), and other bits (within the tolerance) where every block's is
     small (one product)."""
+    allow_auto(monkeypatch)
     leaves = [t.detach() for t in make_leaves(1, 40, 2, 32, 32, torch.float32)]
     v, b, c, g, A_log, h0 = leaves
     outputs = {}
@@ -289,6 +296,17 @@ def test_pairs_setting_checked(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs="fast"))
     with pytest.raises(ValueError, match="pairs"):
         chunk_gla_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3, torch.float32)))
+
+
+def test_one_product_refused_where_compiled(monkeypatch):
+    """"auto" runs under the interpreter only, unless AUTO_PAIRS_COMPILED lets it."""
+    check_pairs("auto", gtc.PAIRS, compiled=False)
+    check_pairs("levels", gtc.PAIRS, compiled=True)
+    with pytest.raises(ValueError, match=r"^CONFIGS\['pairs'\] = 'auto' is refused on a GPU.*"
+                                         r"expected 'levels'$"):
+        check_pairs("auto", gtc.PAIRS, compiled=True)
+    allow_auto(monkeypatch)
+    check_pairs("auto", gtc.PAIRS, compiled=True)
 
 
 def test_backward_after_a_forward_that_kept_nothing_says_why():

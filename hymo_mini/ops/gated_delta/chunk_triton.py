@@ -95,6 +95,7 @@ from hymo_mini.ops.gated_delta.chunk_kernels import (
     _wy_fwd_kernel,
 )
 from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd_kernel
+from hymo_mini.ops.gla.chunk_blocks import check_pairs
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CONFIGS_16BIT",
@@ -116,7 +117,7 @@ PAIRS = ("levels", "auto")
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
 # benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
 # at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
-CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto",
+CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "levels",
            "chain": dict(chunks=4, num_warps=1, num_stages=1),
            "wy_fwd": dict(num_warps=1, num_stages=1),
            "output": dict(num_warps=1, num_stages=1),
@@ -142,7 +143,7 @@ CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_st
                  "state_fwd": dict(split=16, num_warps=4, num_stages=3),
                  "state_bwd": dict(split=16, num_warps=4, num_stages=3)}
 # the interpreter runs programs one after another: short chunks, fewest programs
-INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto",
+INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "levels",
                      "chain": dict(chunks=2, num_warps=1, num_stages=1),
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
@@ -179,8 +180,7 @@ def _sizes(v, b, states: str):
         raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
     if inverse not in INVERSES:
         raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
-    if _config("pairs") not in PAIRS:
-        raise ValueError(f"CONFIGS['pairs'] must be one of {PAIRS}, got {_config('pairs')!r}")
+    check_pairs(_config("pairs"), PAIRS, compiled=not INTERPRET)
     BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
     BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)

@@ -84,6 +84,23 @@ SPAN = tl.constexpr(64.0)
 # Whether the kernels are compiled for an NVIDIA GPU (PTX), where _same_in_warp can say so
 # to the compiler; the interpreter and other backends take the plain condition.
 _PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None)
+# Compiled for an H200 (Triton 3.6, 2026-12-03), the one-product path gave wrong outputs in
+# some kernels (the delta rule's in-chunk kernels in fp32; the gla walk at S = 12, D = 20,
+# fp32) while the interpreter and the other kernels agreed with the loop
+# (benchmarks/gpu_tests_pairs_h200_2026-12-03.log). Until the cause is found, "auto" is
+# refused wherever the kernels are compiled, unless this is set by whoever studies it.
+AUTO_PAIRS_COMPILED = False
+
+
+def check_pairs(pairs, choices, compiled: bool) -> None:
+    """The "pairs" setting: one of ``choices``, and "auto" only under the interpreter
+    (or with AUTO_PAIRS_COMPILED set)."""
+    if pairs not in choices:
+        raise ValueError(f"CONFIGS['pairs'] must be one of {choices}, got {pairs!r}")
+    if pairs == "auto" and compiled and not AUTO_PAIRS_COMPILED:
+        raise ValueError("CONFIGS['pairs'] = 'auto' is refused on a GPU: its compiled "
+                         "one-product path gave wrong outputs on an H200 (Triton 3.6); "
+                         "expected 'levels'")
 
 
 @triton.jit

@@ -42,8 +42,10 @@ in base 2, lies within ±64 (``chunk_blocks.SPAN``), the split at the block's st
 (c_t exp(l_t A)) · (b_s exp(-l_s A)), has no factor near fp32's limits, and the whole W
 is one masked product of the block's c ⊙ exp(l A), which the outputs need anyway, and
 b ⊙ exp(-l A); the write carried to the block's end is b ⊙ exp(-l A) times exp(l_end A).
-``CONFIGS["pairs"] = "auto"`` (the default) takes that path block by block and the levels
-elsewhere; "levels" always takes the levels. The choice is one condition per block that
+``CONFIGS["pairs"] = "auto"`` takes that path block by block and the levels elsewhere;
+"levels" (the default) always takes the levels. Compiled for a GPU, "auto" gave wrong
+outputs in some kernels (``chunk_blocks.AUTO_PAIRS_COMPILED``), so it runs only under the
+interpreter for now. The choice is one condition per block that
 every lane computes alike; on an NVIDIA GPU it goes through a warp-wide AND
 (``redux.sync``), so that the compiler knows the branch does not diverge.
 
@@ -103,7 +105,7 @@ import torch
 import triton
 
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
-from hymo_mini.ops.gla.chunk_blocks import _chunk_bwd_kernel, _output_fwd_kernel
+from hymo_mini.ops.gla.chunk_blocks import _chunk_bwd_kernel, _output_fwd_kernel, check_pairs
 from hymo_mini.ops.gla.chunk_chain import _chain_fwd_kernel
 from hymo_mini.ops.gla.chunk_states import (
     _chunk_delta_kernel,
@@ -137,7 +139,7 @@ CONFIGS = {
     "block": 16,  # BT: steps per attention block: 16 or 32
     "block_states": "store",
     "forward": "chain",
-    "pairs": "auto",
+    "pairs": "levels",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -160,7 +162,7 @@ INTERPRET_CONFIGS = {
     "block": 16,
     "block_states": "store",
     "forward": "chain",
-    "pairs": "auto",
+    "pairs": "levels",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -200,8 +202,7 @@ def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: st
                          f"{block_states!r}")
     if forward not in FORWARDS:
         raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
-    if pairs not in PAIRS:
-        raise ValueError(f"CONFIGS['pairs'] must be one of {PAIRS}, got {pairs!r}")
+    check_pairs(pairs, PAIRS, compiled=not INTERPRET)
 
 
 def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
