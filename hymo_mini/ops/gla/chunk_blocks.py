@@ -84,23 +84,6 @@ SPAN = tl.constexpr(64.0)
 # Whether the kernels are compiled for an NVIDIA GPU (PTX), where _same_in_warp can say so
 # to the compiler; the interpreter and other backends take the plain condition.
 _PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None)
-# Compiled for an H200 (Triton 3.6, 2026-12-03), the one-product path gave wrong outputs in
-# some kernels (the delta rule's in-chunk kernels in fp32; the gla walk at S = 12, D = 20,
-# fp32) while the interpreter and the other kernels agreed with the loop
-# (benchmarks/gpu_tests_pairs_h200_2026-12-03.log). Until the cause is found, "auto" is
-# refused wherever the kernels are compiled, unless this is set by whoever studies it.
-AUTO_PAIRS_COMPILED = False
-
-
-def check_pairs(pairs, choices, compiled: bool) -> None:
-    """The "pairs" setting: one of ``choices``, and "auto" only under the interpreter
-    (or with AUTO_PAIRS_COMPILED set)."""
-    if pairs not in choices:
-        raise ValueError(f"CONFIGS['pairs'] must be one of {choices}, got {pairs!r}")
-    if pairs == "auto" and compiled and not AUTO_PAIRS_COMPILED:
-        raise ValueError("CONFIGS['pairs'] = 'auto' is refused on a GPU: its compiled "
-                         "one-product path gave wrong outputs on an H200 (Triton 3.6); "
-                         "expected 'levels'")
 
 
 @triton.jit
@@ -298,3 +281,23 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
         b_dh = b_dh * b_eT[:, None]
         b_dh += tl.dot(tl.trans(b_c * b_ec), b_do, input_precision=PRECISION)  # [BS, BD]
     tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s, b_dA, mask=m_s)
+
+
+# Compiled for an H200 (Triton 3.6, 2026-12-03), the one-product path gave wrong outputs,
+# in every block, in some kernels and shapes and not in others (the gla walk in one launch at
+# S = 12, in three at S = D = 32; the delta rule's in-chunk kernels; bf16 and fp32 alike),
+# with the warp-wide AND and with a plain branch alike, while the interpreter and the levels
+# agreed with the loop (benchmarks/pairs_blocks_h200_2026-12-03.txt). Until the cause is
+# found, "auto" is refused wherever the kernels are compiled, unless this is set.
+AUTO_PAIRS_COMPILED = False
+
+
+def check_pairs(pairs, choices, compiled: bool) -> None:
+    """The "pairs" setting: one of ``choices``, and "auto" only under the interpreter
+    (or with AUTO_PAIRS_COMPILED set)."""
+    if pairs not in choices:
+        raise ValueError(f"CONFIGS['pairs'] must be one of {choices}, got {pairs!r}")
+    if pairs == "auto" and compiled and not AUTO_PAIRS_COMPILED:
+        raise ValueError("CONFIGS['pairs'] = 'auto' is refused on a GPU: its compiled "
+                         "one-product path gave wrong outputs on an H200 (Triton 3.6); "
+                         "expected 'levels'")

@@ -42,10 +42,8 @@ in base 2, lies within ±64 (``chunk_blocks.SPAN``), the split at the block's st
 (c_t exp(l_t A)) · (b_s exp(-l_s A)), has no factor near fp32's limits, and the whole W
 is one masked product of the block's c ⊙ exp(l A), which the outputs need anyway, and
 b ⊙ exp(-l A); the write carried to the block's end is b ⊙ exp(-l A) times exp(l_end A).
-``CONFIGS["pairs"] = "auto"`` takes that path block by block and the levels elsewhere;
-"levels" (the default) always takes the levels. Compiled for a GPU, "auto" gave wrong
-outputs in some kernels (``chunk_blocks.AUTO_PAIRS_COMPILED``), so it runs only under the
-interpreter for now. The choice is one condition per block that
+``CONFIGS["pairs"] = "auto"`` takes that path block by block, the levels elsewhere (under the
+interpreter only: compiled, it gave wrong outputs). The choice is one condition per block that
 every lane computes alike; on an NVIDIA GPU it goes through a warp-wide AND
 (``redux.sync``), so that the compiler knows the branch does not diverge.
 
@@ -202,6 +200,7 @@ def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: st
                          f"{block_states!r}")
     if forward not in FORWARDS:
         raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
+    # "auto" only where it gives the right outputs (chunk_blocks.AUTO_PAIRS_COMPILED)
     check_pairs(pairs, PAIRS, compiled=not INTERPRET)
 
 
