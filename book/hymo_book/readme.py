@@ -216,10 +216,13 @@ def _since_text() -> list[str]:
     table = kf.sass_table()
     walk = next(r for r in table.rows if r["loop"].startswith("gla") and r["dtype"] == "bf16")
     ratios = [r["one_product"] / r["levels"] for r in table.rows]
-    return ["Since all these runs, both rules' forwards form a block's decay-weighted pairs by "
-            "one product where the block's decay keeps every factor within 2^±64, and by the "
-            "levels elsewhere, and the delta forward keeps nothing for a backward that cannot "
-            "follow (chapter 10). No GPU has timed that tree. Compiled for sm90 by the GPU's "
+    return ["Since all these runs, both rules' forwards can form a block's decay-weighted pairs "
+            "by one product where the block's decay keeps every factor within 2^±64 "
+            "(`CONFIGS[\"pairs\"] = \"auto\"`, chapter 10), and the delta forward keeps nothing "
+            "for a backward that cannot follow. On the H200 the product gave wrong outputs in "
+            "some kernels (benchmarks/GATED_DELTA_NOTES.md), so it runs only under the "
+            "interpreter and the levels stay the default; the tables above time the levels. "
+            "Compiled for sm90 by the GPU's "
             f"Triton on a CPU ({kf.SASS_RUN}, `python3 benchmarks/sass_count.py`; a static count, "
             f"no kernel ran), a 16-step block of the gla walk is {walk['one_product']:,} "
             f"instructions by one product against {walk['levels']:,} by the levels in bf16, and "
