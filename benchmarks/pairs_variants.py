@@ -123,6 +123,15 @@ VARIANTS = {  # name: (what it changes, [(old, new), ...])
                    [TRANSPOSED, WY, OUT]),
 }
 
+# variants of the compilation, not of the source: the control under other ptxas settings
+# (Triton's knobs, read from the environment when Triton is imported)
+ENVIRONMENTS = {
+    "ptxas_O0": ("the control, ptxas without optimization", {"DISABLE_PTXAS_OPT": "1"}),
+    "ptxas_O1": ("the control, ptxas --opt-level 1", {"PTXAS_OPTIONS": "--opt-level 1"}),
+    "ptxas_O2": ("the control, ptxas --opt-level 2", {"PTXAS_OPTIONS": "--opt-level 2"}),
+}
+VARIANTS.update({name: (what, []) for name, (what, _) in ENVIRONMENTS.items()})
+
 
 def edited_copy(name: str, root: Path = Path("/tmp")) -> Path:
     """The package and the tests with variant ``name``'s edits, under root; each edit must
@@ -255,7 +264,8 @@ def main(argv=None) -> int:
     for name in args.names or VARIANTS:
         edited_copy(name)
         print(f"[{name}] {VARIANTS[name][0]}", flush=True)
-        env = dict(os.environ, TRITON_CACHE_DIR=f"/tmp/pairs_variant_cache_{name}")
+        env = dict(os.environ, TRITON_CACHE_DIR=f"/tmp/pairs_variant_cache_{name}",
+                   **ENVIRONMENTS.get(name, ("", {}))[1])
         cmd = [sys.executable, __file__, "--one", name] + (["--tests"] if args.tests else [])
         procs.append(subprocess.Popen(cmd, env=env, cwd="/tmp", stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
