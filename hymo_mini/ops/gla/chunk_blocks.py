@@ -287,8 +287,10 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
 # in every block, in some kernels and shapes and not in others (the gla walk in one launch at
 # S = 12, in three at S = D = 32; the delta rule's in-chunk kernels; bf16 and fp32 alike),
 # with the warp-wide AND and with a plain branch alike, while the interpreter and the levels
-# agreed with the loop (benchmarks/pairs_blocks_h200_2026-12-03.txt). Until the cause is
-# found, "auto" is refused wherever the kernels are compiled, unless this is set.
+# agreed with the loop (benchmarks/pairs_blocks_h200_2026-12-03.txt). No edit of the
+# source tried, nor ptxas at any optimization level, made it right everywhere, except the
+# product without the branch (benchmarks/pairs_variants_h200_2026-12-03.txt). Until the
+# cause is fixed, "auto" is refused wherever the kernels are compiled, unless this is set.
 AUTO_PAIRS_COMPILED = False
 
 
