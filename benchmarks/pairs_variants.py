@@ -33,16 +33,18 @@ BLOCKS = "hymo_mini/ops/gla/chunk_blocks.py"
 DELTA = "hymo_mini/ops/gated_delta/chunk_triton.py"
 
 # ------------------------------------------------------------------------------- the edits
-BRANCH = """\
-        if _same_in_warp(tl.max(tl.abs(b_l), axis=0) * amax2 <= SPAN):
-            b_yE = b_y * tl.exp2(-b_l[:, None] * b_A2[None, :])  # [BT, BS] at most 2^SPAN
-            b_W = tl.dot(b_xE, tl.trans(b_yE), input_precision=PRECISION)  # [BT, BT]
-            b_W = tl.where(o_i[:, None] >= o_i[None, :], b_W, 0.0)
-            b_yH = b_yE * tl.exp2(b_lend * b_A2)[None, :]  # [BT, BS]
-        else:
-            b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT,
-                                         PRECISION)
-"""
+
+
+def _source(rel: str, first: str, last: str) -> str:
+    """The package's source of file rel from the line that starts with first up to the
+    one that starts with last (not included)."""
+    text = (ROOT / rel).read_text()
+    start = text.index(first)
+    return text[start:text.index(last, start)]
+
+
+# the branch of _pairs between the one product and the levels, as the source has it
+BRANCH = _source(BLOCKS, "        if _same_in_warp(", "    return b_W, b_yH")
 PRODUCT = "b_W = tl.dot(b_xE, tl.trans(b_yE), input_precision=PRECISION)  # [BT, BT]"
 PRODUCT_T = "b_W = tl.trans(tl.dot(b_yE, tl.trans(b_xE), input_precision=PRECISION))"
 # the product always (its exponents clamped, so nothing overflows), the levels over it
