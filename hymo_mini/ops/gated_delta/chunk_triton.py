@@ -12,8 +12,9 @@ state the chunk starts with and H_C the one it ends with:
     O = Q̃ H_0 + P U,   H_C = Γ_C ⊙ H_0 + K̂ᵀ U
 
 Forward, three launches: every chunk's Uv, W at once (``_wy_fwd_kernel``: the pairs of
-Mk by the gla kernel's ``_pairs``, one product where the chunk's decay stays within 2^±64
-and the levels elsewhere, so no decay factor leaves fp32's range; (I + M)⁻¹ in fp32 by
+Mk by the gla kernel's ``_pairs``: its levels, or with ``CONFIGS["pairs"] = "auto"`` (under
+the interpreter only) one product where the chunk's decay stays within 2^±64 and the levels
+elsewhere, so no decay factor leaves fp32's range; (I + M)⁻¹ in fp32 by
 merging diagonal blocks level by level, ``chunk_kernels._unit_lower_inverse_levels``, or
 row by row with ``CONFIGS["inverse"] = "rows"``; Mk and (I + M)⁻¹ are kept for the
 backward); a sequential pass per (batch, head, value columns) that stores each H_0 and U
@@ -111,7 +112,8 @@ INVERSES = ("levels", "rows")  # how (I + M)⁻¹ is formed: merged blocks, or r
 FORWARDS = ("passes", "chain")
 # how a chunk's decay-weighted pairs (Mk and P) are formed: "levels", always by the gla
 # kernel's levels; "auto", by one product where the chunk's decay keeps every factor within
-# 2^±64 and by the levels elsewhere (hymo_mini.ops.gla.chunk_blocks._pairs).
+# 2^±64 and by the levels elsewhere (hymo_mini.ops.gla.chunk_blocks._pairs), refused where the
+# kernels are compiled (chunk_blocks.check_pairs: on an H200 it gave wrong outputs).
 PAIRS = ("levels", "auto")
 # Launch settings per kernel. "split": value columns per sequential program of the
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by

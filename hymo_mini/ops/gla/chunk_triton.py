@@ -43,7 +43,8 @@ in base 2, lies within ±64 (``chunk_blocks.SPAN``), the split at the block's st
 is one masked product of the block's c ⊙ exp(l A), which the outputs need anyway, and
 b ⊙ exp(-l A); the write carried to the block's end is b ⊙ exp(-l A) times exp(l_end A).
 ``CONFIGS["pairs"] = "auto"`` takes that path block by block, the levels elsewhere (under the
-interpreter only: compiled, it gave wrong outputs). The choice is one condition per block that
+interpreter only: compiled, it gave wrong outputs); "levels", the default, always takes the
+levels. The choice is one condition per block that
 every lane computes alike; on an NVIDIA GPU it goes through a warp-wide AND
 (``redux.sync``), so that the compiler knows the branch does not diverge.
 
