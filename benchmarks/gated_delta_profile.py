@@ -203,9 +203,6 @@ def forward_changes(shape, device, changes, rule="gla",
     CONFIGS_16BIT too, which bf16 inputs read first ({} is each dtype's setting as it is)."""
     tables = [gtc.CONFIGS] if rule == "gla" else [gdt.CONFIGS, gdt.CONFIGS_16BIT]
     saved, rows, first = [copy.deepcopy(t) for t in tables], [], None
-    # a change may ask for the one-product pairs, refused on a GPU by default: this tool
-    # times it and reports its outputs' difference from the first change's
-    allowed, gla_blocks.AUTO_PAIRS_COMPILED = gla_blocks.AUTO_PAIRS_COMPILED, True
     try:
         for change in changes:
             for table, kept in zip(tables, saved, strict=True):
@@ -227,7 +224,6 @@ def forward_changes(shape, device, changes, rule="gla",
                     rel_err(x, y) for x, y in zip(got[1:], first[name][1:], strict=True))
             rows.append({"change": change, "forward": forward})
     finally:
-        gla_blocks.AUTO_PAIRS_COMPILED = allowed
         for table, kept in zip(tables, saved, strict=True):
             table.clear()
             table.update(kept)

@@ -152,7 +152,7 @@ def gla_chain(dtype: str, pairs: str) -> tuple:
     from hymo_mini.ops.gla.chunk_chain import _chain_fwd_kernel
     io = _io(dtype)
     sig = dict(v=io, b=io, c=io, g=io, A="*fp32", h0="*fp32", hs="*fp32", ht="*fp32", o=io,
-               hb="*fp32", flags="*i32", T="i32", BH="i32")
+               hb="*fp32", flags="*i32", marks="*i32", T="i32", BH="i32")
     consts = dict(H=40, S=32, D=32, BC=128, BS=32, BD=32, BT=16, LOG2_BT=4, PIECE=64,
                   USE_H0=False, STORE_HT=False, STORE_HB=False, PAIRS=pairs,
                   PRECISION=PRECISION[dtype])
@@ -165,7 +165,7 @@ def delta_chain(dtype: str, pairs: str, keep: bool) -> tuple:
     io = _io(dtype)
     sig = dict(v=io, b=io, c=io, g=io, A="*fp32", beta=io, h0="*fp32", hs="*fp32", ht="*fp32",
                u="*fp32", w="*fp32", mk="*fp32", ti="*fp32", o=io, flags="*i32", T="i32",
-               BH="i32")
+               BH="i32", T0="i32")
     consts = dict(H=40, S=32, D=32, BS=32, BD=32, BT=16, LOG2_BT=4, NB=8, USE_H0=False,
                   STORE_HT=False, PRECISION=PRECISION[dtype], INVERSE="levels", PAIRS=pairs,
                   KEEP=keep)
@@ -181,9 +181,10 @@ def delta_in_chunk(kernel: str, dtype: str, pairs: str) -> tuple:
                   PAIRS=pairs)
     if kernel == "wy_fwd":
         sig = dict(v=io, b=io, g=io, A="*fp32", beta=io, uv="*fp32", w="*fp32", mk="*fp32",
-                   ti="*fp32", T="i32")
+                   ti="*fp32", marks="*i32", T="i32")
         return chunk_kernels._wy_fwd_kernel, sig, dict(consts, INVERSE="levels", KEEP=False)
-    sig = dict(b=io, c=io, g=io, A="*fp32", hs="*fp32", u="*fp32", o=io, T="i32")
+    sig = dict(b=io, c=io, g=io, A="*fp32", hs="*fp32", u="*fp32", o=io, marks="*i32",
+               T="i32")
     return chunk_kernels._output_kernel, sig, consts
 
 
@@ -191,18 +192,18 @@ def cases() -> dict:
     """name -> (what, build): every kernel variant the report compares."""
     out = {}
     for dtype in ("bf16", "fp32"):
-        for pairs in ("levels", "auto"):
+        for pairs in ("levels", "product"):
             out[f"gla_chain_{dtype}_{pairs}"] = (
                 dict(kernel="gla chunk_chain._chain_fwd_kernel", dtype=dtype, pairs=pairs),
                 lambda d=dtype, p=pairs: gla_chain(d, p))
-        for pairs, keep in (("levels", True), ("levels", False), ("auto", True),
-                            ("auto", False)):
+        for pairs, keep in (("levels", True), ("levels", False), ("product", True),
+                            ("product", False)):
             out[f"delta_chain_{dtype}_{pairs}_{'keep' if keep else 'lean'}"] = (
                 dict(kernel="gated_delta chunk_chain._chain_fwd_kernel", dtype=dtype,
                      pairs=pairs, keep=keep),
                 lambda d=dtype, p=pairs, k=keep: delta_chain(d, p, k))
     for kernel in ("wy_fwd", "output"):
-        for pairs in ("levels", "auto"):
+        for pairs in ("levels", "product"):
             out[f"delta_{kernel}_fp32_{pairs}"] = (
                 dict(kernel=f"gated_delta chunk_kernels._{kernel}_kernel", dtype="fp32",
                      pairs=pairs),

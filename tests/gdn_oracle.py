@@ -5,27 +5,12 @@ loop ``naive_gla`` run in fp64 on the same (already rounded) values.
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from hymo_mini.ops import naive_gla
-from hymo_mini.ops.gla import chunk_blocks
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 GATE_GRADS = ("dg", "dA", "dA_log")
-# The one-product pairs ("auto"), compiled for an H200 (Triton 3.6), gave wrong outputs in
-# some kernels, so the library refuses them on a GPU. The pair tests run them there anyway
-# and are expected to fail until the cause is fixed; under the interpreter they must pass.
-AUTO_ON_GPU = pytest.mark.xfail(DEVICE == "cuda", strict=False,
-                                reason="the compiled one-product pairs gave wrong outputs "
-                                       "on an H200 (Triton 3.6)")
-
-
-def allow_auto(monkeypatch) -> None:
-    """Let "auto" run where the kernels are compiled (a GPU), for the pair tests."""
-    monkeypatch.setattr(chunk_blocks, "AUTO_PAIRS_COMPILED", True)
-
-
 def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
     """RMS(a - ref) / RMS(ref); where ref is exactly zero (dg, dA at T = 1 from a zero
     state), the absolute RMS of a."""
@@ -103,10 +88,11 @@ def compare_to_reference(fn, B, T, H, S, D, dtype, decay_scale, with_h0, output_
 def mixed_decay(leaves, T, block=16):
     """In place of leaves[3] (g), gates tiny in blocks 0, 2, ... of ``block`` steps and 0.6
     in blocks 1, 3, ...: with rates of about 10-20, the tiny blocks' decay stays within
-    2^±64 (a block's pairs one product) and the others' goes far past it (the levels), in
-    one sequence. Returns the leaves."""
+    2^±64 (their pairs one product) and the others' goes far past it (the levels), in one
+    sequence. ``block``: the steps over which the kernel makes that choice (a chunk, or a
+    stretch of chunks). Returns the leaves."""
     g = leaves[3].detach().clone()
-    fast = (torch.arange(T, device=g.device) // block) % 2 == 0
-    g[:, fast], g[:, ~fast] = 0.01, 0.6
+    fits = (torch.arange(T, device=g.device) // block) % 2 == 0
+    g[:, fits], g[:, ~fits] = 0.01, 0.6
     leaves[3] = g.requires_grad_()
     return leaves

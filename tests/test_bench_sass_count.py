@@ -65,9 +65,9 @@ def test_compiles_a_kernel_for_sm90_here(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = tmp_path / "sass.json"
     subprocess.run([sys.executable, "benchmarks/sass_count.py", "--cases",
-                    "gla_chain_bf16_auto", "--out", str(out)], cwd=ROOT, env=env, check=True,
+                    "gla_chain_bf16_product", "--out", str(out)], cwd=ROOT, env=env, check=True,
                    capture_output=True, text=True, timeout=300)
-    case = json.loads(out.read_text())["cases"]["gla_chain_bf16_auto"]
+    case = json.loads(out.read_text())["cases"]["gla_chain_bf16_product"]
     assert 0 < case["registers"] <= 255 and case["instructions"] > 100
     walks = [x for x in case["loops"] if "paths" in x]
     assert walks and walks[0]["paths"]["one product"] < walks[0]["paths"]["levels"]

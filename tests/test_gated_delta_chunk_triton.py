@@ -15,7 +15,7 @@ import pytest
 import torch
 import triton
 from delta_oracle import DEVICE, GATE_GRADS, compare_to_naive, make_leaves, reference, run
-from gdn_oracle import AUTO_ON_GPU, allow_auto, mixed_decay, rel_err
+from gdn_oracle import mixed_decay, rel_err
 
 import hymo_mini.ops.gated_delta.chunk_triton as gdt
 from hymo_mini.ops import naive_gated_delta
@@ -272,17 +272,18 @@ def test_dot_precision_follows_pytorch(monkeypatch):
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("pairs", [pytest.param(p, marks=AUTO_ON_GPU) if p == "auto" else p
-                                   for p in gdt.PAIRS])
+@pytest.mark.parametrize("pairs", gdt.PAIRS)
 @pytest.mark.parametrize("forward", gdt.FORWARDS)
 def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
-    """A chunk's pairs (Mk and P) by one product where its decay stays in range and by the
-    levels where it does not ("auto"), or always by the levels: chunks of both kinds in one
-    sequence with a ragged tail, against the loop (outputs, final state, every gradient)."""
-    allow_auto(monkeypatch)
-    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), pairs=pairs, forward=forward))
-    B, T, H, S, D = 1, 57, 2, 24, 20
-    leaves = mixed_decay(make_leaves(B, T, H, S, D, torch.float32, decay_scale=10.0), T)
+    """The chunks (or stretches of the one-launch forward) that fit by one product and the
+    others by the levels, in two launches ("auto"), or all by the levels: both kinds in one
+    sequence with a ragged tail, against the loop (outputs, final state, every gradient).
+    In one launch, stretch 2 fits but follows one that does not (the levels take it)."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), pairs=pairs, forward=forward,
+                                          chain=dict(chunks=2, num_warps=1, num_stages=1)))
+    B, T, H, S, D = 1, 100, 2, 24, 20  # 32-step stretches 0 and 2 fit, 1 and 3 do not
+    leaves = mixed_decay(make_leaves(B, T, H, S, D, torch.float32, decay_scale=10.0), T,
+                         block=32)
     do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
     dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
     o, final, grads = run(kernel, leaves, do, dht)
@@ -294,14 +295,12 @@ def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
     assert not bad, errors
 
 
-@AUTO_ON_GPU
 @pytest.mark.triton
 @pytest.mark.parametrize("forward", gdt.FORWARDS)
 def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch, forward):
     """"auto" and "levels" give the same bits where every chunk's decay is far past 2^64
     (both take the levels), and other bits (within the tolerance) where every chunk's is
     small (one product)."""
-    allow_auto(monkeypatch)
     v, b, c, g, A, beta, h0 = (t.detach() for t in make_leaves(1, 40, 2, 32, 32,
                                                                torch.float32))
     outputs = {}

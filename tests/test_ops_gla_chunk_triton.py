@@ -12,10 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 from gdn_oracle import (
-    AUTO_ON_GPU,
     DEVICE,
     GATE_GRADS,
-    allow_auto,
     compare_to_reference,
     make_leaves,
     mixed_decay,
@@ -26,7 +24,6 @@ from gdn_oracle import (
 
 import hymo_mini.ops.gla.chunk_triton as gtc
 from hymo_mini.ops import gated_linear_attention, naive_gla
-from hymo_mini.ops.gla.chunk_blocks import check_pairs
 from hymo_mini.ops.gla.chunk_triton import chunk_gla_triton
 
 # fp32: plain fp32 products in the interpreter; TF32 (10-bit mantissa) on the GPU.
@@ -250,17 +247,16 @@ def test_empty_sequence():
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("pairs", [pytest.param(p, marks=AUTO_ON_GPU) if p == "auto" else p
-                                   for p in gtc.PAIRS])
+@pytest.mark.parametrize("pairs", gtc.PAIRS)
 @pytest.mark.parametrize("forward", gtc.FORWARDS)
 def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
-    """A block's pairs by one product where its decay stays in range and by the levels
-    where it does not ("auto"), or always by the levels: blocks of both kinds in one
+    """The chunks whose blocks all fit by one product and the others by the levels, in
+    two launches ("auto"), or every chunk by the levels: chunks of both kinds in one
     sequence with a ragged tail, outputs, final state and every gradient against the loop."""
-    allow_auto(monkeypatch)
-    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs, forward=forward))
-    B, T, H, S, D = 1, 57, 2, 12, 20
-    leaves = mixed_decay(make_leaves(B, T, H, S, D, torch.float32), T)
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs, forward=forward,
+                                          chunk=32))
+    B, T, H, S, D = 1, 100, 2, 12, 20  # chunks 0 and 2 fit, 1 and 3 (ragged) do not
+    leaves = mixed_decay(make_leaves(B, T, H, S, D, torch.float32), T, block=32)
     do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
     dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
     o, final, grads = run(lambda *a: chunk_gla_triton(*a), leaves, 10.0, do, dht)
@@ -272,19 +268,19 @@ def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
     assert not bad, errors
 
 
-@AUTO_ON_GPU
 @pytest.mark.triton
-def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch):
+@pytest.mark.parametrize("forward", gtc.FORWARDS)
+def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch, forward):
     """"auto" and "levels" give the same bits where every block's decay is far past 2^64
     (both take the levels), and other bits (within the tolerance) where every block's is
     small (one product)."""
-    allow_auto(monkeypatch)
     leaves = [t.detach() for t in make_leaves(1, 40, 2, 32, 32, torch.float32)]
     v, b, c, g, A_log, h0 = leaves
     outputs = {}
     for scale in (100.0, 0.01):
         for pairs in gtc.PAIRS:
-            monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs))
+            monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs,
+                                                  forward=forward))
             outputs[scale, pairs] = chunk_gla_triton(v, b, c, g, -torch.exp(A_log) * scale,
                                                      h0)[0]
     assert torch.equal(outputs[100.0, "auto"], outputs[100.0, "levels"])
@@ -298,15 +294,6 @@ def test_pairs_setting_checked(monkeypatch):
         chunk_gla_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3, torch.float32)))
 
 
-def test_one_product_refused_where_compiled(monkeypatch):
-    """"auto" runs under the interpreter only, unless AUTO_PAIRS_COMPILED lets it."""
-    check_pairs("auto", gtc.PAIRS, compiled=False)
-    check_pairs("levels", gtc.PAIRS, compiled=True)
-    with pytest.raises(ValueError, match=r"^CONFIGS\['pairs'\] = 'auto' is refused on a GPU.*"
-                                         r"expected 'levels'$"):
-        check_pairs("auto", gtc.PAIRS, compiled=True)
-    allow_auto(monkeypatch)
-    check_pairs("auto", gtc.PAIRS, compiled=True)
 
 
 def test_backward_after_a_forward_that_kept_nothing_says_why():

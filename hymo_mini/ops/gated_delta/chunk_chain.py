@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gated_delta.chunk_kernels import _erasures
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _pairs
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, _chunk_fits, _gate_sums, _pairs
 from hymo_mini.ops.gla.chunk_chain import _hand_on, _state_handed_on
 from hymo_mini.ops.gla.chunk_states import _rows
 
@@ -47,7 +47,20 @@ __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
 
 
 @triton.jit
-def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, BH,
+def _flag_before(flags, i_c, i_bh, BH):
+    """The flag of the stretch before (1 for the first stretch), once it is raised to any
+    value (acquire)."""
+    ready = (i_c * 0 + 1).to(tl.int32)
+    if i_c > 0:
+        p_prev = flags + 1 + (i_c - 1) * BH + i_bh
+        ready = tl.atomic_add(p_prev, 0, sem="acquire")
+        while ready == 0:
+            ready = tl.atomic_add(p_prev, 0, sem="acquire")
+    return ready
+
+
+@triton.jit
+def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, BH, T0,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                       NB: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
@@ -57,8 +70,15 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
     flags[1 + k·BH + bh] is raised once the state stretch k + 1 starts with is stored, as
     hs[bh, (k + 1)·NB]. If KEEP (the backward will run), hs[bh, j] receives every chunk
     j's start state, u every chunk's U, and mk, ti every chunk's Mk and (I + M)⁻¹; without
-    it only the states handed on are stored, and u, w keep Uv and W for step 3 alone."""
-    ticket = tl.atomic_add(flags, 1)  # the order this program started in
+    it only the states handed on are stored, and u, w keep Uv and W for step 3 alone.
+
+    PAIRS = "product" (the first of two launches) takes a stretch by one product per chunk
+    only if its chunks fit (``_chunk_fits``) and every stretch before it was taken here;
+    otherwise it raises the stretch's flag to 2 (not handed on) and returns. The second
+    launch, PAIRS = "rest" (T0: the first launch's programs, whose tickets are taken),
+    returns at once from every stretch whose flag is 1 and takes the others by the levels;
+    each waits for a flag of 1, which the first launch left or the stretch before raises."""
+    ticket = tl.atomic_add(flags, 1) - T0  # the order this program started in
     i_c, i_bh = ticket // BH, ticket % BH
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, NB * BT)  # stretches
@@ -72,9 +92,17 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
     o_tt = o_i[:, None] * BT + o_i[None, :]  # [BT, BT]
     b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
     b_A2 = b_A * LOG2E  # the rates in base 2
-    amax2 = tl.max(tl.abs(b_A2), axis=0)  # the fastest, for _pairs
+    amax2 = tl.max(tl.abs(b_A2), axis=0)  # the fastest, for _chunk_fits
     row0 = i_b.to(tl.int64) * T * H + i_h
     p_tt = (i_bh.to(tl.int64) * NK + k0) * BT * BT + o_tt  # [BT, BT] the first chunk's
+    p_flag = flags + 1 + i_c * BH + i_bh  # this stretch's flag
+    if PAIRS == "product":
+        if _chunk_fits(g, row0, i_c, T, amax2, H, NB * BT, BT) == 0:
+            tl.atomic_xchg(p_flag, 2, sem="release")  # the second launch takes it
+            return
+    if PAIRS == "rest":
+        if tl.load(p_flag) == 1:  # taken by the first launch
+            return
     # 1. every chunk's WY form, and the stretch's map H -> M H + B composed chunk by chunk
     b_M = tl.where(o_s[:, None] == o_s[None, :], 1.0, 0.0)  # [BS, BS]
     b_B = tl.zeros([BS, BD], dtype=tl.float32)
@@ -87,8 +115,8 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
-        b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, amax2, o_i, LOG2_BT, PAIRS,
-                            PRECISION)  # [BT, BT] the key pairs, [BT, BS] K̂
+        b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                            PAIRS == "product", PRECISION)  # [BT, BT] key pairs, [BT, BS] K̂
         b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
         if KEEP:
             tl.store(mk + p_tt + j * BT * BT, b_Mk)
@@ -105,6 +133,10 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_B = b_B * b_G + tl.dot(tl.trans(b_kh), b_R, input_precision=PRECISION)
     # 2. the state the stretch starts with, and the one it hands on
     p_hs = hs + (i_bh.to(tl.int64) * NK + k0) * S * D + o_sd  # [BS, BD] its first chunk's
+    if PAIRS == "product":
+        if _flag_before(flags, i_c, i_bh, BH) != 1:  # an earlier stretch was not taken here
+            tl.atomic_xchg(p_flag, 2, sem="release")
+            return
     b_h = _state_handed_on(p_hs, h0, flags, i_c, i_bh, BH, o_sd, m_h, S, D, BS, BD, USE_H0)
     b_next = tl.dot(b_M, b_h, input_precision=PRECISION) + b_B  # [BS, BD]
     if i_c + 1 < NC:
@@ -130,8 +162,8 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] Q̃
-        b_P, b_kh = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, amax2, o_i, LOG2_BT, PAIRS,
-                           PRECISION)  # [BT, BT] the pairs P, [BT, BS] K̂
+        b_P, b_kh = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                           PAIRS == "product", PRECISION)  # [BT, BT] the pairs P, [BT, BS] K̂
         b_o = tl.dot(b_Qt, b_h, input_precision=PRECISION)  # [BT, BD] Q̃ H
         b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
         tl.store(o + o_row * D + o_d[None, :], b_o.to(o.dtype.element_ty), mask=m_tD)

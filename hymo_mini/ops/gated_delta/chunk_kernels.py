@@ -3,9 +3,12 @@ batch, head), every chunk at once. ``hymo_mini.ops.gated_delta.chunk_triton`` la
 them and derives what they compute; the chunk-to-chunk passes are in ``chunk_states``.
 
 The in-chunk pair weights Σ_n x_tn y_sn exp((L_t - L_s) A_n) come from ``_pairs`` of the
-gla chunk kernel: one product where the chunk's decay stays in range, else the levels that
-keep every decay factor in [0, 1]; a chunk here is one of its blocks (BT = 16, 32 or 64
-steps). The backward's pair gradients (``_pair_grads``) always take the levels.
+gla chunk kernel: the levels that keep every decay factor in [0, 1], or one product for a
+chunk whose decay stays in range; a chunk here is one of its blocks (BT = 16, 32 or 64
+steps). With PAIRS = "product" a kernel takes only the chunks that fit the one product and
+marks the others, which a second launch with PAIRS = "rest" takes by the levels
+(``chunk_blocks._claims``). The backward's pair gradients (``_pair_grads``) always take the
+levels.
 """
 
 from __future__ import annotations
@@ -14,7 +17,14 @@ import triton
 import triton.language as tl
 
 # shared with the gla chunk kernel
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, _gate_sums, _level, _pairs
+from hymo_mini.ops.gla.chunk_blocks import (
+    LOG2E,
+    _chunk_fits,
+    _claims,
+    _gate_sums,
+    _level,
+    _pairs,
+)
 from hymo_mini.ops.gla.chunk_states import _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
@@ -108,14 +118,14 @@ def _pair_grads(b_q, b_k, b_dP, b_dMk, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
 
 
 @triton.jit
-def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, T,
+def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, marks, T,
                    H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                    BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                    PRECISION: tl.constexpr, INVERSE: tl.constexpr, PAIRS: tl.constexpr,
                    KEEP: tl.constexpr):
     """One chunk's WY quantities: Uv = (I + M)⁻¹ diag(β) V [BT, BD] and
     W = (I + M)⁻¹ diag(β) K̃ [BT, BS], K̃ = b ⊙ exp(L A); and, if KEEP, Mk and (I + M)⁻¹
-    [BT, BT] for the backward."""
+    [BT, BT] for the backward. PAIRS: "levels", "product" or "rest" (the module docstring)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
@@ -123,16 +133,19 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     o_t = i_c * BT + o_i
     m_t = o_t < T  # padding steps: g = 0, β = 0, b = 0 (no decay, no write)
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    if PAIRS != "levels":
+        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BT, BT)
+        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, fits, PAIRS) == 0:
+            return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = _gate_sums(b_g, o_i, BT)
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_A2 = b_A * LOG2E
     b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
-    b_KK, _ = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, tl.max(tl.abs(b_A2), axis=0), o_i,
-                     LOG2_BT, PAIRS, PRECISION)  # [BT, BT]
+    b_KK, _ = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+                     PRECISION)  # [BT, BT]
     b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)  # [BT, BT]
     if KEEP:
         o_tt = ((i_bh.to(tl.int64) * tl.cdiv(T, BT) + i_c) * BT * BT + o_i[:, None] * BT
@@ -147,11 +160,12 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, T,
 
 
 @triton.jit
-def _output_kernel(b, c, g, A, hs, u, o, T,
+def _output_kernel(b, c, g, A, hs, u, o, marks, T,
                    H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                    BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                    PRECISION: tl.constexpr, PAIRS: tl.constexpr):
-    """One chunk's outputs O = Q̃ H_0 + P U [BT, BD], Q̃ = c ⊙ exp(L A)."""
+    """One chunk's outputs O = Q̃ H_0 + P U [BT, BD], Q̃ = c ⊙ exp(L A). PAIRS: as in
+    ``_wy_fwd_kernel``."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BT)
@@ -160,7 +174,11 @@ def _output_kernel(b, c, g, A, hs, u, o, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     o_t = i_c * BT + o_i
     m_t = o_t < T
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    if PAIRS != "levels":
+        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BT, BT)
+        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, fits, PAIRS) == 0:
+            return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = _gate_sums(b_g, o_i, BT)
     b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
@@ -168,10 +186,9 @@ def _output_kernel(b, c, g, A, hs, u, o, T,
     b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
     p_h = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
     b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] H_0
-    b_A2 = b_A * LOG2E
     b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
-    b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, tl.max(tl.abs(b_A2), axis=0), o_i,
-                    LOG2_BT, PAIRS, PRECISION)  # [BT, BT]
+    b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+                    PRECISION)  # [BT, BT]
     b_o = tl.dot(b_Qt, b_h, input_precision=PRECISION)  # [BT, BD]
     b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
     p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
@@ -179,11 +196,12 @@ def _output_kernel(b, c, g, A, hs, u, o, T,
 
 
 @triton.jit
-def _du_local_kernel(b, c, g, A, do, du, T,
+def _du_local_kernel(b, c, g, A, do, du, marks, T,
                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                      BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                      PRECISION: tl.constexpr, PAIRS: tl.constexpr):
-    """The part of dU that stays in the chunk, Pᵀ dO [BT, BD]; chunk_states adds the rest."""
+    """The part of dU that stays in the chunk, Pᵀ dO [BT, BD]; chunk_states adds the rest.
+    PAIRS: as in ``_wy_fwd_kernel``."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
@@ -191,16 +209,19 @@ def _du_local_kernel(b, c, g, A, do, du, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     o_t = i_c * BT + o_i
     m_t = o_t < T
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
+    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    if PAIRS != "levels":
+        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BT, BT)
+        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, fits, PAIRS) == 0:
+            return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = _gate_sums(b_g, o_i, BT)
     b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_A2 = b_A * LOG2E
     b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
-    b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, tl.max(tl.abs(b_A2), axis=0), o_i,
-                    LOG2_BT, PAIRS, PRECISION)  # [BT, BT]
+    b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+                    PRECISION)  # [BT, BT]
     b_du = tl.dot(tl.trans(b_P), b_do, input_precision=PRECISION)  # [BT, BD]
     tl.store(du + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_du,
              mask=m_t[:, None] & m_d[None, :])

@@ -182,11 +182,17 @@ def _sizes(v, b, states: str):
         raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
     if inverse not in INVERSES:
         raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
-    check_pairs(_config("pairs"), PAIRS, compiled=not INTERPRET)
+    check_pairs(_config("pairs"), PAIRS)
     BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
     BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
     return B, T, H, S, D, triton.cdiv(T, BT), BD, BDs, triton.cdiv(D, BDs), sizes
+
+
+def _launches(pairs: str) -> tuple[str, ...]:
+    """The kernels' PAIRS per launch: "auto" is two launches, the chunks that fit the one
+    product by it, then the others by the levels (``chunk_blocks._claims``)."""
+    return ("product", "rest") if pairs == "auto" else (pairs,)
 
 
 def _groups(programs: int, NC: int) -> tuple[int, int]:
@@ -225,18 +231,23 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
         if not (isinstance(NB, int) and NB >= 1):
             raise ValueError("CONFIGS['chain']['chunks'] must be a positive integer, "
                              f"got {NB!r}")
-        flags = torch.zeros(1 + B * H * triton.cdiv(NC, NB), dtype=torch.int32,
-                            device=v.device)
+        programs = triton.cdiv(NC, NB) * B * H
+        flags = torch.zeros(1 + programs, dtype=torch.int32, device=v.device)
         o = torch.empty_like(v)
-        _chain_fwd_kernel[(triton.cdiv(NC, NB) * B * H,)](
-            v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H, **sizes, BD=BD,
-            LOG2_BT=BT.bit_length() - 1, NB=NB, USE_H0=h0 is not None,
-            STORE_HT=output_final_state, PRECISION=precision, INVERSE=_config("inverse"),
-            PAIRS=pairs, KEEP=keep, **_launch("chain", half))
+        # "auto": the stretches taken by one product, then the rest (from the first stretch
+        # of each sequence that did not fit) by the levels, each launch after the other's
+        for i, one in enumerate(_launches(pairs)):
+            _chain_fwd_kernel[(programs,)](
+                v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H,
+                i * programs, **sizes, BD=BD, LOG2_BT=BT.bit_length() - 1, NB=NB,
+                USE_H0=h0 is not None, STORE_HT=output_final_state, PRECISION=precision,
+                INVERSE=_config("inverse"), PAIRS=one, KEEP=keep, **_launch("chain", half))
         return o, ht, hs, u, w, mk, ti
-    _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, T, **in_chunk,
-                                INVERSE=_config("inverse"), PAIRS=pairs, KEEP=keep,
-                                **_launch("wy_fwd", half))
+    marks = v.new_empty(B * H * NC, dtype=torch.int32)  # which chunks "product" left
+    for one in _launches(pairs):
+        _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, marks, T, **in_chunk,
+                                    INVERSE=_config("inverse"), PAIRS=one, KEEP=keep,
+                                    **_launch("wy_fwd", half))
     NG, G = _groups(B * H * ND, NC)
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_fwd", half))
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
@@ -256,8 +267,9 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                          USE_H0=h0 is not None, STORE_HT=output_final_state,
                                          **walk)
     o = torch.empty_like(v)
-    _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, T, **in_chunk, PAIRS=pairs,
-                                **_launch("output", half))
+    for one in _launches(pairs):
+        _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, marks, T, **in_chunk, PAIRS=one,
+                                    **_launch("output", half))
     return o, ht, hs, u, w, mk, ti
 
 
@@ -266,8 +278,10 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
     half = _half(v)
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     du = v.new_empty(B, T, H, D, dtype=torch.float32)  # Pᵀ dO, then dU in place
-    _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, T, **in_chunk, PAIRS=_config("pairs"),
-                                  **_launch("du_local", half))
+    marks = v.new_empty(B * H * NC, dtype=torch.int32)  # which chunks "product" left
+    for one in _launches(_config("pairs")):
+        _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, marks, T, **in_chunk, PAIRS=one,
+                                      **_launch("du_local", half))
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if with_h0 else None
     NG, G = _groups(B * H * ND, NC)

@@ -9,9 +9,6 @@ one product that serves a block whose decay stays in range (``_pairs``).
 
 from __future__ import annotations
 
-import os
-
-import torch
 import triton
 import triton.language as tl
 
@@ -81,52 +78,56 @@ def _intra(b_c, b_b, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr, GRAD: tl.conste
 # far from fp32's overflow (2^128) and from its subnormals (2^-126), so that no factor
 # loses bits and no product of two overflows.
 SPAN = tl.constexpr(64.0)
-# Whether the kernels are compiled for an NVIDIA GPU (PTX), where _same_in_warp can say so
-# to the compiler; the interpreter and other backends take the plain condition.
-_PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1" and torch.version.hip is None)
 
 
 @triton.jit
-def _same_in_warp(ok):
-    """ok, a scalar condition every lane has computed alike, as one the compiler knows is
-    uniform: the AND over the warp (redux.sync) lands in a uniform register, so a branch
-    on it is no divergent branch, and the tensor-core products inside need no
-    reconvergence code. With one warp per program this is the program's condition; with
-    more, every warp computed the same value."""
-    if _PTX:
-        same = tl.inline_asm_elementwise("redux.sync.and.b32 $0, $1, 0xffffffff;", "=r,r",
-                                         [ok.to(tl.int32)], dtype=tl.int32, is_pure=True,
-                                         pack=1) != 0
+def _chunk_fits(g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr, BT: tl.constexpr):
+    """1 if every BT-step block of the BC-step chunk i_c fits the one product (``_pairs``):
+    the gate summed from each block's start, times the fastest rate amax2 = max_n |A2_n|,
+    stays within SPAN; else 0. The gates are read as one [BC / BT, BT] tile."""
+    o_t = i_c * BC + tl.arange(0, BC // BT)[:, None] * BT + tl.arange(0, BT)[None, :]
+    b_g = tl.load(g + row0 + o_t * H, mask=o_t < T, other=0.0).to(tl.float32)
+    b_l = tl.cumsum(b_g, axis=1)  # [BC / BT, BT] each block's sums from its start
+    return (tl.max(tl.max(tl.abs(b_l), axis=1), axis=0) * amax2 <= SPAN).to(tl.int32)
+
+
+@triton.jit
+def _claims(p_mark, fits, PAIRS: tl.constexpr):
+    """Whether this launch computes the chunk whose test (``_chunk_fits``) gave ``fits``,
+    when the pairs are split over two launches of one kernel: with PAIRS = "product" the
+    chunks that fit, marking the others at p_mark (1) for the second launch; with "rest"
+    the marked ones. (The caller returns at once when it is not its chunk: one branch
+    around the whole program, not one between the two forms of the pairs.)"""
+    if PAIRS == "product":
+        tl.store(p_mark, 1 - fits)
+        mine = fits
     else:
-        same = ok
-    return same
+        mine = tl.load(p_mark)
+    return mine
 
 
 @triton.jit
-def _pairs(b_x, b_y, b_xE, b_l, b_lend, b_A2, amax2, o_i, LOG2_BT: tl.constexpr,
-           PAIRS: tl.constexpr, PRECISION: tl.constexpr):
+def _pairs(b_x, b_y, b_xE, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr,
+           PRODUCT: tl.constexpr, PRECISION: tl.constexpr):
     """The block's pair weights W_ts = Σ_n x_tn y_sn exp2((l_t - l_s) A2_n) for s ≤ t
     [BT, BT], and y carried to the block's end, y ⊙ exp2((l_end - l) A2) [BT, BS].
-    b_xE = x ⊙ exp2(l A2), which the caller has for its reads of the start state; amax2
-    = max_n |A2_n|.
+    b_xE = x ⊙ exp2(l A2), which the caller has for its reads of the start state.
 
-    When every exponent l_t A2_n of the block is within ±SPAN (PAIRS = "auto"), the decay
-    splits at the block's start, exp2((l_t - l_s) A2) = exp2(l_t A2) · exp2(-l_s A2), and
-    W is one product, (x ⊙ exp2(l A2)) (y ⊙ exp2(-l A2))ᵀ, masked to s ≤ t: no factor
-    leaves [2^-SPAN, 2^SPAN] and every kept product is the pair's own decay, so it is as
-    exact as the levels'. Otherwise (or with PAIRS = "levels") the levels of ``_intra``,
-    whose factors stay in [0, 1] whatever the decay."""
-    if PAIRS == "levels":
-        b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT, PRECISION)
+    With PRODUCT, the caller has checked (``_chunk_fits``) that every exponent l_t A2_n of
+    the block is within ±SPAN: the decay splits at the block's start, exp2((l_t - l_s) A2)
+    = exp2(l_t A2) · exp2(-l_s A2), and W is one product, (x ⊙ exp2(l A2)) (y ⊙
+    exp2(-l A2))ᵀ, masked to s ≤ t: no factor leaves [2^-SPAN, 2^SPAN] and every kept
+    product is the pair's own decay, so it is as exact as the levels'. Otherwise the levels
+    of ``_intra``, whose factors stay in [0, 1] whatever the decay. The choice is made per
+    launch, never by a branch in here: compiled for an H200 by Triton 3.6, a branch between
+    the two forms gave wrong outputs (see AUTO_PAIRS at the end of this file)."""
+    if PRODUCT:
+        b_yE = b_y * tl.exp2(-b_l[:, None] * b_A2[None, :])  # [BT, BS] at most 2^SPAN
+        b_W = tl.dot(b_xE, tl.trans(b_yE), input_precision=PRECISION)  # [BT, BT]
+        b_W = tl.where(o_i[:, None] >= o_i[None, :], b_W, 0.0)
+        b_yH = b_yE * tl.exp2(b_lend * b_A2)[None, :]  # [BT, BS]
     else:
-        if _same_in_warp(tl.max(tl.abs(b_l), axis=0) * amax2 <= SPAN):
-            b_yE = b_y * tl.exp2(-b_l[:, None] * b_A2[None, :])  # [BT, BS] at most 2^SPAN
-            b_W = tl.dot(b_xE, tl.trans(b_yE), input_precision=PRECISION)  # [BT, BT]
-            b_W = tl.where(o_i[:, None] >= o_i[None, :], b_W, 0.0)
-            b_yH = b_yE * tl.exp2(b_lend * b_A2)[None, :]  # [BT, BS]
-        else:
-            b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT,
-                                         PRECISION)
+        b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT, PRECISION)
     return b_W, b_yH
 
 
@@ -139,14 +140,15 @@ def _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr,
 
 
 @triton.jit
-def _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T,
+def _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T,
                   H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                   BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                   STORE_HB: tl.constexpr, STORE_O: tl.constexpr, PAIRS: tl.constexpr,
                   PRECISION: tl.constexpr):
     """Block i_t of chunk i_c: its outputs (if STORE_O) from b_h [BS, BD], the state it
-    starts with (stored if STORE_HB), and the state it hands to the next block. amax2 =
-    max_n |A2_n| (``_pairs``)."""
+    starts with (stored if STORE_HB), and the state it hands to the next block. PAIRS:
+    "product" forms the pairs by one product (the caller has checked that the block fits),
+    "levels" or "rest" by the levels."""
     NB = tl.cdiv(T, BT)
     o_i, o_s, o_d = tl.arange(0, BT), tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
@@ -166,8 +168,8 @@ def _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T,
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
         b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
-        b_W, b_bH = _pairs(b_c, b_b, b_cH, b_l, b_lend, b_A2, amax2, o_i, LOG2_BT, PAIRS,
-                           PRECISION)
+        b_W, b_bH = _pairs(b_c, b_b, b_cH, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                           PAIRS == "product", PRECISION)
         b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
         tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
@@ -179,7 +181,7 @@ def _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T,
 
 
 @triton.jit
-def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
+def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, marks, T,
                        H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                        BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
                        LOG2_BT: tl.constexpr, STORE_HB: tl.constexpr, STORE_O: tl.constexpr,
@@ -188,7 +190,10 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
     If STORE_HB, also the state each block starts with. Without STORE_O only those states
     (the backward's recomputation: no c, no outputs). UNROLL walks all BC / BT blocks as
     straight-line code (blocks past the sequence's end are masked), so that the compiler
-    may start a later block's loads while an earlier block computes."""
+    may start a later block's loads while an earlier block computes. PAIRS: "levels"
+    takes every chunk by the levels; "product" only the chunks whose blocks all fit the
+    one product, marking the others in marks (B·H·NC int32); "rest" only the marked ones,
+    by the levels (``_claims``)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BC)
@@ -197,19 +202,22 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, T,
     m_h = m_s[:, None] & m_d[None, :]
     o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
-    amax2 = tl.max(tl.abs(b_A2), axis=0)
+    row0 = i_b.to(tl.int64) * T * H + i_h
+    if PAIRS != "levels":
+        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BC, BT)
+        if _claims(marks + i_bh * NC + i_c, fits, PAIRS) == 0:
+            return
     b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
                   other=0.0)  # [BS, BD] fp32, the state the chunk starts with
-    row0 = i_b.to(tl.int64) * T * H + i_h
     if UNROLL:
         for i_t in tl.static_range(BC // BT):
-            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T,
-                                H, S, D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PAIRS,
+            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H,
+                                S, D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PAIRS,
                                 PRECISION)
     else:
         for i_t in range(0, tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)):
-            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T,
-                                H, S, D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PAIRS,
+            b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H,
+                                S, D, BC, BS, BD, BT, LOG2_BT, STORE_HB, STORE_O, PAIRS,
                                 PRECISION)
 
 
@@ -283,23 +291,17 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
     tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s, b_dA, mask=m_s)
 
 
-# Compiled for an H200 (Triton 3.6, 2026-12-03), the one-product path gave wrong outputs,
-# in every block, in some kernels and shapes and not in others (the gla walk in one launch at
-# S = 12, in three at S = D = 32; the delta rule's in-chunk kernels; bf16 and fp32 alike),
-# with the warp-wide AND and with a plain branch alike, while the interpreter and the levels
-# agreed with the loop (benchmarks/pairs_blocks_h200_2026-12-03.txt). No edit of the
-# source tried, nor ptxas at any optimization level, made it right everywhere, except the
-# product without the branch (benchmarks/pairs_variants_h200_2026-12-03.txt). Until the
-# cause is fixed, "auto" is refused wherever the kernels are compiled, unless this is set.
-AUTO_PAIRS_COMPILED = False
+# AUTO_PAIRS. Compiled for an H200 (Triton 3.6, 2026-12-03), one kernel that chose per block
+# between the one product and the levels, by a branch on a condition every lane shared, gave
+# wrong outputs in some kernels and shapes and not in others (bf16 and fp32 alike), while the
+# interpreter, the levels alone and the product alone agreed with the loop
+# (benchmarks/pairs_blocks_h200_2026-12-03.txt, benchmarks/pairs_variants_h200_2026-12-03.txt).
+# So "auto" splits the choice over two launches of one kernel (``_claims``): a launch with
+# only the product, which returns at once from a chunk that does not fit and marks it, and a
+# launch with only the levels, which returns at once from every chunk not marked.
 
 
-def check_pairs(pairs, choices, compiled: bool) -> None:
-    """The "pairs" setting: one of ``choices``, and "auto" only under the interpreter
-    (or with AUTO_PAIRS_COMPILED set)."""
+def check_pairs(pairs, choices) -> None:
+    """The "pairs" setting: one of ``choices``."""
     if pairs not in choices:
         raise ValueError(f"CONFIGS['pairs'] must be one of {choices}, got {pairs!r}")
-    if pairs == "auto" and compiled and not AUTO_PAIRS_COMPILED:
-        raise ValueError("CONFIGS['pairs'] = 'auto' is refused on a GPU: its compiled "
-                         "one-product path gave wrong outputs on an H200 (Triton 3.6); "
-                         "expected 'levels'")

@@ -45,7 +45,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, _output_block
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, _chunk_fits, _claims, _output_block
 from hymo_mini.ops.gla.chunk_states import _chunk_delta
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton (_state_handed_on
@@ -68,7 +68,7 @@ def _state_handed_on(p_h, h0, flags, i_c, i_bh, BH, o_sd, m_h, S: tl.constexpr,
     else:
         p_flag = flags + 1 + (i_c - 1) * BH + i_bh
         ready = tl.atomic_add(p_flag, 0, sem="acquire")
-        while ready == 0:
+        while ready != 1:  # (the delta rule's two-launch chain also leaves a 2: not yet)
             ready = tl.atomic_add(p_flag, 0, sem="acquire")
         b_h = tl.load(p_h, mask=m_h, other=0.0, cache_modifier=".cg")
     return b_h
@@ -83,7 +83,7 @@ def _hand_on(p_next, b_next, m_h, flags, i_c, i_bh, BH):
 
 
 @triton.jit
-def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
+def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, BH,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
                       LOG2_BT: tl.constexpr, PIECE: tl.constexpr, USE_H0: tl.constexpr,
@@ -91,7 +91,11 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
                       PAIRS: tl.constexpr, PRECISION: tl.constexpr):
     """One chunk of one (b, h), by ticket: its end state handed on, then its outputs.
     flags[0] counts the tickets; flags[1 + k·BH + bh] is raised once hs[bh, k + 1] is
-    stored. hs[bh, k] receives H_k for every chunk k (the backward reads them)."""
+    stored. hs[bh, k] receives H_k for every chunk k (the backward reads them). With
+    PAIRS = "product" the outputs of the chunks whose blocks all fit the one product; the
+    others are marked in marks (B·H·NC int32) for a second launch, the output kernel's
+    with PAIRS = "rest" (``chunk_blocks._claims``); their states are handed on all the
+    same (ΔH does not use the pairs)."""
     ticket = tl.atomic_add(flags, 1)  # the order this program started in
     i_c, i_bh = ticket // BH, ticket % BH
     i_b, i_h = i_bh // H, i_bh % H
@@ -124,8 +128,11 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, T, BH,
         _hand_on(p_hs + (i_c + 1) * S * D, b_next, m_h, flags, i_c, i_bh, BH)
     elif STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
-    # 4. the chunk's outputs, block by block from H_k
-    amax2 = tl.max(tl.abs(b_A2), axis=0)  # the fastest rate, for _pairs
+    # 4. the chunk's outputs, block by block from H_k (with "product": if they fit)
+    if PAIRS == "product":
+        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BC, BT)
+        if _claims(marks + i_bh * NC + i_c, fits, PAIRS) == 0:
+            return
     for i_t in range(0, NT):
-        b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, amax2, row0, i_bh, i_c, i_t, T, H,
-                            S, D, BC, BS, BD, BT, LOG2_BT, STORE_HB, True, PAIRS, PRECISION)
+        b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S, D,
+                            BC, BS, BD, BT, LOG2_BT, STORE_HB, True, PAIRS, PRECISION)

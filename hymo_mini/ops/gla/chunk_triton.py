@@ -201,24 +201,36 @@ def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: st
                          f"{block_states!r}")
     if forward not in FORWARDS:
         raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
-    # "auto" only where it gives the right outputs (chunk_blocks.AUTO_PAIRS_COMPILED)
-    check_pairs(pairs, PAIRS, compiled=not INTERPRET)
+    check_pairs(pairs, PAIRS)
 
 
-def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision):
+def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision, pairs="levels", marks=None):
     """The output kernel: o (if store_o) and, if hb is not hs, each block's start state.
-    Every launch option in CONFIGS["output_fwd"] is passed on (num_warps, num_stages, and
-    e.g. maxnreg, a cap on the registers per thread that lets more programs share an SM)."""
+    ``pairs``: "levels"; "auto", the chunks that fit the one product by it, then the rest
+    by the levels (two launches); "rest", only the chunks marked in ``marks`` by an earlier
+    launch (the one-launch forward's). Every launch option in CONFIGS["output_fwd"] is
+    passed on (num_warps, num_stages, and e.g. maxnreg, a cap on the registers per thread
+    that lets more programs share an SM)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
     BC, BT = _config("chunk"), _config("block")
     BS, BD = _blocks(S, D)
     launch = dict(_config("output_fwd"))
     unroll = bool(launch.pop("unroll", False))
-    _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
-        v, b, c, g, A, hs, o, hb, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, BT=BT,
-        LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs, STORE_O=store_o, UNROLL=unroll,
-        PAIRS=_config("pairs"), PRECISION=precision, **launch)
+    if pairs == "auto":
+        marks = _new_marks(v, triton.cdiv(T, BC))
+    for one in (("product", "rest") if pairs == "auto" else (pairs,)):
+        _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
+            v, b, c, g, A, hs, o, hb, hs if marks is None else marks, T, H=H, S=S, D=D,
+            BC=BC, BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs,
+            STORE_O=store_o,
+            UNROLL=unroll, PAIRS=one, PRECISION=precision, **launch)
+
+
+def _new_marks(v, NC):
+    """One int32 per (batch, head, chunk): which chunks the product launch left."""
+    B, _, H, _ = v.shape
+    return v.new_empty(B * H * NC, dtype=torch.int32)
 
 
 def _new_block_states(v, S):
@@ -246,14 +258,18 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
         BS, BD = _blocks(S, D)
         flags = torch.zeros(1 + B * H * NC, dtype=torch.int32, device=v.device)
         launch = {k: x for k, x in _config("output_fwd").items() if k != "unroll"}
+        auto = _config("pairs") == "auto"
+        marks = _new_marks(v, NC) if auto else flags
         _chain_fwd_kernel[(NC * B * H,)](
-            v, b, c, g, A, h0, hs, ht, o, hb, flags, T, B * H, H=H, S=S, D=D, BC=BC, BS=BS,
-            BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
+            v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, B * H, H=H, S=S, D=D, BC=BC,
+            BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
             USE_H0=h0 is not None, STORE_HT=output_final_state, STORE_HB=hb is not hs,
-            PAIRS=_config("pairs"), PRECISION=precision, **launch)
+            PAIRS="product" if auto else "levels", PRECISION=precision, **launch)
+        if auto:  # the chunks that did not fit, by the levels, from the states handed on
+            _block_walk(v, b, c, g, A, hs, o, hb, True, precision, "rest", marks)
     else:  # the chunk states in two launches, then the outputs
         _scan_states(v, b, g, A, h0, hs, ht, precision)
-        _block_walk(v, b, c, g, A, hs, o, hb, True, precision)
+        _block_walk(v, b, c, g, A, hs, o, hb, True, precision, _config("pairs"))
     if not for_backward:
         return o, None, ht, False
     return o, hb, ht, BT < BC and not store
@@ -288,7 +304,7 @@ def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht):
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     if rebuild:  # hb holds the chunk states: the block states from them (this layer only)
         hs, hb = hb, _new_block_states(v, S)
-        _block_walk(v, b, c, g, A, hs, None, hb, False, precision)
+        _block_walk(v, b, c, g, A, hs, None, hb, False, precision)  # (no pairs)
     cfg = _config("state_bwd")
     BS, BD, NS, ND = _split(S, D, cfg["split"])
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)
