@@ -1,7 +1,9 @@
 """What the compiler makes of the chunked GDN kernels for a Hopper GPU, without one: each
 kernel compiled for sm90 on this machine, its registers and spill bytes, and the machine
-instructions (SASS) of each of its loops, per path where a loop branches on a condition made
-warp-uniform (``hymo_mini.ops.gla.chunk_blocks._same_in_warp``: a REDUX, then a branch).
+instructions (SASS) of each of its loops (per path, where a loop branches on a condition
+made warp-uniform by a REDUX; the kernels of 2026-12-03 did, before the choice between one
+product and the levels moved to separate launches). The cases compile each kernel with
+PAIRS = "levels" and with "product".
 
 A static count: the instructions a path has, not how long they take. It says how much work a
 change removes from a loop body; only a GPU run says what that is worth in time.

@@ -300,14 +300,16 @@ def test_pairs_one_product_or_levels(monkeypatch, pairs, forward):
 def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch, forward):
     """"auto" and "levels" give the same bits where every chunk's decay is far past 2^64
     (both take the levels), and other bits (within the tolerance) where every chunk's is
-    small (one product)."""
+    small (one product). In one launch, T = 40 is one stretch of 4 chunks."""
     v, b, c, g, A, beta, h0 = (t.detach() for t in make_leaves(1, 40, 2, 32, 32,
                                                                torch.float32))
     outputs = {}
     for scale in (100.0, 0.01):
         for pairs in gdt.PAIRS:
             monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), pairs=pairs,
-                                                  forward=forward))
+                                                  forward=forward,
+                                                  chain=dict(chunks=4, num_warps=1,
+                                                             num_stages=1)))
             outputs[scale, pairs] = kernel(v, b, c, g, A * scale, beta, h0, False)[0]
     assert torch.equal(outputs[100.0, "auto"], outputs[100.0, "levels"])
     assert not torch.equal(outputs[0.01, "auto"], outputs[0.01, "levels"])

@@ -141,8 +141,10 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
     b_next = tl.dot(b_M, b_h, input_precision=PRECISION) + b_B  # [BS, BD]
     if i_c + 1 < NC:
         _hand_on(p_hs + NB * S * D, b_next, m_h, flags, i_c, i_bh, BH)
-    elif STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
+    else:
+        if STORE_HT:
+            tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
+        tl.atomic_xchg(p_flag, 1)  # the last stretch: taken (a second launch skips it)
     tl.debug_barrier()  # step 1's W and Uv, stored by any lane, are read below by any
     # 3. the walk through the stretch from H: U, the outputs and the chunk-start states
     for j in range(0, NJ):
