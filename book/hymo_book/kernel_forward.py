@@ -19,7 +19,7 @@ from hymo_mini.tables import TextTable
 __all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS",
            "DTYPES", "DELTA_DTYPES", "setting_label", "settings_table", "chain_table",
            "latest_forward", "dispatch_table", "delta_setting_label", "delta_chain_table",
-           "delta_latest_forward", "SASS_RUN", "sass_table"]
+           "delta_latest_forward", "SASS_RUN", "sass_table", "PAIRS_RUNS", "pairs_table"]
 
 # the three-launch forward (tree 8b30f04) under launch settings, B4 T4096 H40
 SETTINGS_RUN = "gla_forward_settings_h200_2026-12-02.json"
@@ -37,12 +37,20 @@ DELTA_CHAIN_RUNS = ("delta_forward_chain_b4t4096_h200_2026-12-02.json",
                     "delta_forward_chain_b1t16384_h200_2026-12-02.json")
 # the dtypes those runs timed: fp32 with its default fp32-grade products, and bf16
 DELTA_DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
-# the forwards' kernels compiled for sm90 by the GPU's Triton (3.6) on a CPU machine
-SASS_RUN = "sass_sm90_triton36_2026-12-03.json"
-# the loops the table reports: (case prefix, which loop with a branch, what it is)
-SASS_LOOPS = (("gla_chain", 0, "gla: a 16-step block of the output walk"),
+# the pairs by the levels against "auto" in two launches (one product where a chunk fits),
+# the forward alone, per rule and shape: one run a rule and shape, one tree
+PAIRS_RUNS = {"gla": ("gla_pairs_b4t4096_h200_2026-12-03b.json",
+                      "gla_pairs_b1t16384_h200_2026-12-03b.json"),
+              "delta": ("delta_pairs_b4t4096_h200_2026-12-03b.json",
+                        "delta_pairs_b1t16384_h200_2026-12-03b.json")}
+# the forwards' kernels compiled for sm90 by the GPU's Triton (3.6) on a CPU machine, each
+# with the pairs by the levels and by the one product alone (the two launches of "auto")
+SASS_RUN = "sass_sm90_triton36_2026-12-03b.json"
+# the loops the table reports: (case prefix, which loop of the kernel, or None for a kernel
+# without one, what it is)
+SASS_LOOPS = (("gla_chain", -1, "gla: a 16-step block of the output walk"),
               ("delta_chain", 0, "delta, one launch: a chunk's WY form and map"),
-              ("delta_chain", 1, "delta, one launch: a chunk's outputs"),
+              ("delta_chain", -1, "delta, one launch: a chunk's outputs"),
               ("delta_wy_fwd", None, "delta, passes: a chunk's WY form (a program)"),
               ("delta_output", None, "delta, passes: a chunk's outputs (a program)"))
 
@@ -199,36 +207,68 @@ def delta_latest_forward(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> dict:
 
 def sass_table(run: str = SASS_RUN) -> CaptionedTable:
     """Per loop of the forwards (or per program of a kernel with none) and dtype: the
-    instructions when every block takes the levels and when every block takes one product,
-    from the kernel compiled with CONFIGS["pairs"] = "auto"; the registers and spill bytes of
-    that kernel and of the one compiled with "levels". The delta rule's kernels as the forward
-    alone is timed, without autograd (nothing kept for a backward)."""
+    instructions of the kernel compiled with the pairs by the levels and with the one
+    product alone, and the registers and spill bytes of each. The delta rule's kernels as
+    the forward alone is timed, without autograd (nothing kept for a backward)."""
     report = load_result(run, need=("cases",))
     cases = report["cases"]
     rows, values = [], []
     for prefix, index, what in SASS_LOOPS:
         for dtype in ("bf16", "fp32"):
-            auto = next((c for name, c in cases.items() if name.startswith(f"{prefix}_{dtype}")
-                         and c["pairs"] == "auto" and c.get("keep") is not True), None)
-            levels = next((c for name, c in cases.items() if name.startswith(f"{prefix}_{dtype}")
-                           and c["pairs"] == "levels" and c.get("keep") is not True), None)
-            if auto is None or levels is None:
+            found = {pairs: next((c for name, c in cases.items()
+                                  if name.startswith(f"{prefix}_{dtype}")
+                                  and c["pairs"] == pairs and c.get("keep") is not True), None)
+                     for pairs in ("levels", "product")}
+            if None in found.values():
                 continue
-            if index is None:
-                paths = auto["paths"]
-            else:
-                paths = [x for x in auto["loops"] if "paths" in x][index]["paths"]
-            row = {"loop": what, "dtype": dtype, "levels": paths["levels"],
-                   "one_product": paths["one product"],
-                   "registers": (levels["registers"], auto["registers"]),
-                   "stack_bytes": (levels["stack_bytes"], auto["stack_bytes"])}
+            count = {pairs: c["instructions"] if index is None else c["loops"][index][
+                "instructions"] for pairs, c in found.items()}
+            row = {"loop": what, "dtype": dtype, "levels": count["levels"],
+                   "one_product": count["product"],
+                   "registers": tuple(found[k]["registers"] for k in ("levels", "product")),
+                   "stack_bytes": tuple(found[k]["stack_bytes"] for k in ("levels", "product"))}
             values.append(row)
             rows.append((what, dtype, f"{row['levels']:,}", f"{row['one_product']:,}",
                          f"{row['one_product'] / row['levels']:.2f}",
                          "{} / {}".format(*row["registers"]),
                          "{} / {}".format(*row["stack_bytes"])))
     table = TextTable(("loop", "dtype", "levels", "one product", "ratio",
-                       "registers (levels / auto)", "spill bytes (levels / auto)"), rows,
+                       "registers (levels / product)", "spill bytes (levels / product)"), rows,
                       align="llrrrrr",
                       title="instructions per pass of the loop, compiled for sm90 (no kernel ran)")
     return CaptionedTable(table, run_caption(report), values)
+
+
+def pairs_table(runs: dict = PAIRS_RUNS) -> CaptionedTable:
+    """The forward alone with the pairs by the levels and with "auto" (two launches: one
+    product in every chunk that fits, the levels for the rest), per rule, shape and dtype:
+    ms and the ratio to a copy of its bytes (moved once), and auto's output against the
+    levels' (relative RMS; the largest over the gradients too). The delta rule in each
+    dtype's setting of the run's tree (one launch for bf16, passes for fp32)."""
+    rows, values, captions = [], [], []
+    for rule, names in runs.items():
+        for name in names:
+            report = load_result(name, need=(f"{rule}_forward_changes",))
+            captions.append(run_caption(report))
+            by = {entry["change"]["pairs"]: entry["forward"]
+                  for entry in report[f"{rule}_forward_changes"]["changes"]}
+            for key, words in DTYPES.items():
+                if key not in by["auto"]:
+                    continue
+                lv, au = by["levels"][key], by["auto"][key]
+                row = {"rule": rule, "shape": report["shape"], "dtype": key,
+                       "levels_ms": lv["fwd_ms"], "auto_ms": au["fwd_ms"],
+                       "copy_ms": au["copy_ms"], "levels_ratio": lv["fwd_ms"] / lv["copy_ms"],
+                       "auto_ratio": au["fwd_ms"] / au["copy_ms"],
+                       "o_rel": au["rel_vs_first"], "grads_rel": au["grads_rel_vs_first"]}
+                values.append(row)
+                rows.append((rule, report["shape"].replace("_", " "), words,
+                             f"{row['levels_ms']:.3f} ({row['levels_ratio']:.2f}x)",
+                             f"{row['auto_ms']:.3f} ({row['auto_ratio']:.2f}x)",
+                             f"{row['auto_ms'] / row['levels_ms']:.2f}",
+                             f"{row['o_rel']:.0e} / {row['grads_rel']:.0e}"))
+    table = TextTable(("rule", "shape", "dtype", "levels: fwd ms (/copy)",
+                       "auto: fwd ms (/copy)", "auto / levels", "auto vs levels: o / grads"),
+                      rows, align="lllrrrr", title="the forward alone, pairs by the levels "
+                                                   "and by one product where a chunk fits")
+    return CaptionedTable(table, "\n".join(captions), values)

@@ -67,18 +67,28 @@ def test_delta_latest_forward_needs_a_timed_setting(monkeypatch):
 
 
 def test_sass_table_reads_each_loop_of_the_compiled_kernels():
-    """One row per reported loop and dtype, its counts those of the kernel compiled with
-    "auto" (the delta rule's without autograd), registers and spills beside the "levels"
-    kernel's; the one product is the shorter path in every row."""
+    """One row per reported loop and dtype, its counts those of the kernels compiled with the
+    pairs by the levels and by the one product (the delta rule's without autograd),
+    registers and spills beside; the one product is the shorter in every row."""
     table = kf.sass_table()
     cases = load_result(kf.SASS_RUN)["cases"]
-    assert len(table.rows) == 8 and kf.SASS_RUN in table.caption
+    assert len(table.rows) == 10 and kf.SASS_RUN in table.caption
     walk = next(r for r in table.rows if r["loop"].startswith("gla") and r["dtype"] == "bf16")
-    auto = cases["gla_chain_bf16_auto"]
-    assert walk["one_product"] == [x for x in auto["loops"] if "paths" in x][0]["paths"][
-        "one product"]
-    assert walk["registers"] == (cases["gla_chain_bf16_levels"]["registers"], auto["registers"])
+    product = cases["gla_chain_bf16_product"]
+    assert walk["one_product"] == product["loops"][-1]["instructions"]
+    assert walk["registers"] == (cases["gla_chain_bf16_levels"]["registers"],
+                                 product["registers"])
     assert all(r["one_product"] < r["levels"] for r in table.rows)
     step1 = next(r for r in table.rows if "WY form and map" in r["loop"] and r["dtype"] == "fp32")
-    lean = cases["delta_chain_fp32_auto_lean"]
+    lean = cases["delta_chain_fp32_product_lean"]
     assert step1["stack_bytes"][1] == lean["stack_bytes"]
+
+
+def test_pairs_table_reads_both_settings_of_every_run():
+    """Per rule, shape and dtype timed: the levels' and auto's forward and their ratios to
+    the copy, from the runs' two changes."""
+    table = kf.pairs_table()
+    assert {r["rule"] for r in table.rows} == {"gla", "delta"}
+    assert all(name in table.caption for names in kf.PAIRS_RUNS.values() for name in names)
+    for r in table.rows:
+        assert r["auto_ratio"] == r["auto_ms"] / r["copy_ms"] and r["levels_ms"] > 0

@@ -29,6 +29,15 @@ by its map (handed on) and by step 3's walk (not kept); the next stretch starts 
 handed-on one and stores it as its first chunk state, so every U is formed from the state
 stored for its chunk.
 
+With ``CONFIGS["pairs"] = "auto"`` the forward is two launches of this kernel. The first
+forms every chunk's pairs by one product, and takes a stretch only if all its chunks fit and
+every stretch before it in the sequence was taken too; any other stretch raises its flag to
+2 and returns, so that the stretches after it return as well once they see the 2. The second
+launch forms the pairs by the levels and takes exactly the stretches whose flag is not 1:
+the first of them in a sequence starts from the state the first launch stored and flagged
+1, the rest wait for the state handed on within the second launch. One sequence takes the
+product up to its first stretch that does not fit, and the levels from there on.
+
 Memory: what the forward in passes keeps (U, W, Mk, (I + M)⁻¹, the chunk-start states),
 the counter and one flag per stretch (1 + B·H·⌈T/(NB·16)⌉ int32, zeroed every call).
 """

@@ -12,9 +12,10 @@ state the chunk starts with and H_C the one it ends with:
     O = Q̃ H_0 + P U,   H_C = Γ_C ⊙ H_0 + K̂ᵀ U
 
 Forward, three launches: every chunk's Uv, W at once (``_wy_fwd_kernel``: the pairs of
-Mk by the gla kernel's ``_pairs``: its levels, or with ``CONFIGS["pairs"] = "auto"`` (under
-the interpreter only) one product where the chunk's decay stays within 2^±64 and the levels
-elsewhere, so no decay factor leaves fp32's range; (I + M)⁻¹ in fp32 by
+Mk by the gla kernel's ``_pairs``: its levels, or with ``CONFIGS["pairs"] = "auto"`` one
+product where the chunk's decay stays within 2^±64, so no decay factor leaves fp32's range
+(a launch with the product alone, then one with the levels alone for the chunks it left:
+``chunk_kernels``); (I + M)⁻¹ in fp32 by
 merging diagonal blocks level by level, ``chunk_kernels._unit_lower_inverse_levels``, or
 row by row with ``CONFIGS["inverse"] = "rows"``; Mk and (I + M)⁻¹ are kept for the
 backward); a sequential pass per (batch, head, value columns) that stores each H_0 and U
@@ -112,14 +113,15 @@ INVERSES = ("levels", "rows")  # how (I + M)⁻¹ is formed: merged blocks, or r
 FORWARDS = ("passes", "chain")
 # how a chunk's decay-weighted pairs (Mk and P) are formed: "levels", always by the gla
 # kernel's levels; "auto", by one product where the chunk's decay keeps every factor within
-# 2^±64 and by the levels elsewhere (hymo_mini.ops.gla.chunk_blocks._pairs), refused where the
-# kernels are compiled (chunk_blocks.check_pairs: on an H200 it gave wrong outputs).
+# 2^±64 and by the levels elsewhere, in two launches of each kernel that forms pairs
+# (hymo_mini.ops.gla.chunk_blocks._pairs, _claims). In one launch, a sequence's stretches
+# take the product up to the first that does not fit, the levels from there on.
 PAIRS = ("levels", "auto")
 # Launch settings per kernel. "split": value columns per sequential program of the
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
 # benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
 # at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
-CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "levels",
+CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto",
            "chain": dict(chunks=4, num_warps=1, num_stages=1),
            "wy_fwd": dict(num_warps=1, num_stages=1),
            "output": dict(num_warps=1, num_stages=1),

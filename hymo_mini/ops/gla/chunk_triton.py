@@ -42,11 +42,13 @@ in base 2, lies within ±64 (``chunk_blocks.SPAN``), the split at the block's st
 (c_t exp(l_t A)) · (b_s exp(-l_s A)), has no factor near fp32's limits, and the whole W
 is one masked product of the block's c ⊙ exp(l A), which the outputs need anyway, and
 b ⊙ exp(-l A); the write carried to the block's end is b ⊙ exp(-l A) times exp(l_end A).
-``CONFIGS["pairs"] = "auto"`` takes that path block by block, the levels elsewhere (under the
-interpreter only: compiled, it gave wrong outputs); "levels", the default, always takes the
-levels. The choice is one condition per block that
-every lane computes alike; on an NVIDIA GPU it goes through a warp-wide AND
-(``redux.sync``), so that the compiler knows the branch does not diverge.
+``CONFIGS["pairs"] = "auto"`` takes that path for every chunk whose blocks all fit, the
+levels for the others; "levels" always takes the levels. The choice is not a branch
+inside the kernel (compiled for an H200 by Triton 3.6, a branch between the two forms gave
+wrong outputs: ``chunk_blocks``, AUTO_PAIRS) but two launches: the forward's launch forms
+the pairs by the product alone, and a program whose chunk does not fit hands its state on,
+marks the chunk and returns; then the output kernel, with the levels alone, returns at once
+from every chunk not marked and walks the marked ones from their stored start states.
 
 The backward, derived (per block; dH is the gradient of the loss with respect to the
 state at the block's end, H the state at its start, M_ts = do_t · v_s for s ≤ t):
@@ -138,7 +140,7 @@ CONFIGS = {
     "block": 16,  # BT: steps per attention block: 16 or 32
     "block_states": "store",
     "forward": "chain",
-    "pairs": "levels",
+    "pairs": "auto",  # (the interpreter's settings below keep the levels: one launch)
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -153,8 +155,9 @@ BLOCK_STATES = ("store", "recompute")
 # each written once and read once, in one launch instead of three.
 FORWARDS = ("scan", "chain")
 # "pairs", how the forward forms a block's decay-weighted pairs: "levels", always by the
-# levels (every factor in [0, 1]); "auto", by one product where the block's decay keeps
-# every factor within 2^±64 and by the levels elsewhere (chunk_blocks._pairs).
+# levels (every factor in [0, 1]); "auto", by one product in every chunk whose blocks' decay
+# keeps every factor within 2^±64 and by the levels elsewhere, in two launches
+# (chunk_blocks._pairs, _claims).
 PAIRS = ("levels", "auto")
 INTERPRET_CONFIGS = {
     "chunk": 32,
