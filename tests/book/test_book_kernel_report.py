@@ -127,14 +127,14 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 13 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 19 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # each delta target is met where every shape's written verdict is, the worst shape named
     _, picked = kn.delta_entries()
     written = [e["targets"]["chunk_triton"] for _, e in picked.values()
                if "fla_chunk_kda" in e["results"]]
     delta = [r for r in summary.rows if r["target"].startswith("delta")
-             and not r["target"].endswith("latest")]
+             and not r["target"].endswith(("latest", '"auto"'))]
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
@@ -156,6 +156,14 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
         assert row["worst"] == max(r["ratio"] for (_, k), r in now.items() if k == key)
         assert row["met"] == (row["worst"] <= kr.DELTA_TARGETS["fwd_over_floor"])
     assert all(run in summary.caption for run in kf.DELTA_CHAIN_RUNS)
+    # the pairs "auto": one row per rule and dtype, each at its worst shape of the runs
+    auto = [r for r in summary.rows if r["target"].endswith('"auto"')]
+    pairs = kf.pairs_table().rows
+    assert len(auto) == 6
+    for row in auto:
+        rule = row["target"].split(":")[0]
+        assert row["worst"] == max(r["auto_ratio"] for r in pairs if r["rule"] == rule
+                                   and kf.DTYPES[r["dtype"]] == row["where"].split(", worst")[0])
 
 
 def test_the_gla_backward_table_reads_every_variant_of_its_run():
