@@ -245,9 +245,10 @@ def sass_table(run: str = SASS_RUN) -> CaptionedTable:
 def pairs_table(runs: dict = PAIRS_RUNS) -> CaptionedTable:
     """The forward alone with the pairs by the levels and with "auto" (two launches: one
     product in every chunk that fits, the levels for the rest), per rule, shape and dtype:
-    ms and the ratio to a copy of its bytes (moved once), and auto's output against the
-    levels' (relative RMS, the largest of o's and the gradients', against PAIRS_TOLERANCE). The delta rule in each
-    dtype's setting of the run's tree (one launch for bf16, passes for fp32). For the gla
+    ms and the ratio to a copy of its bytes (moved once), and whether auto's output agrees
+    with the levels' (relative RMS, the largest of o's and the gradients', against
+    PAIRS_TOLERANCE). The delta rule in each dtype's setting of the run's tree (one launch
+    for bf16, passes for fp32). For the gla
     rule also auto's launches' device time (the profiler's, summed): its two launches are two
     kernels. The delta rule's are two launches of one kernel each, and the run's profile
     keeps one median per kernel, which is not their sum, so it has none."""
