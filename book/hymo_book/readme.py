@@ -216,13 +216,27 @@ def _since_text() -> list[str]:
     table = kf.sass_table()
     walk = next(r for r in table.rows if r["loop"].startswith("gla") and r["dtype"] == "bf16")
     ratios = [r["one_product"] / r["levels"] for r in table.rows]
-    return ["Since all these runs, both rules' forwards can form a block's decay-weighted pairs "
-            "by one product where the block's decay keeps every factor within 2^±64 "
-            "(`CONFIGS[\"pairs\"] = \"auto\"`, chapter 10), and the delta forward keeps nothing "
-            "for a backward that cannot follow. On the H200 the product gave wrong outputs in "
-            "some kernels (benchmarks/GATED_DELTA_NOTES.md), so it runs only under the "
-            "interpreter and the levels stay the default; the tables above time the levels. "
-            "Compiled for sm90 by the GPU's "
+    pairs = kf.pairs_table().rows
+    delta16 = [r for r in pairs if r["rule"] == "delta" and r["dtype"] == "bfloat16"]
+    device = [r["auto_device_ms"] / r["levels_device_ms"] for r in pairs if r["rule"] == "gla"]
+    from hymo_book.kernel_report import targets_summary
+
+    missed = not any(r["met"] for r in targets_summary().rows if r["target"].endswith('"auto"'))
+    runs = ", ".join(name for names in kf.PAIRS_RUNS.values() for name in names)
+    return ["Since all these runs, both rules' forwards form a chunk's decay-weighted pairs by "
+            "one product where its decay keeps every factor within 2^±64, and by the levels "
+            "elsewhere, in two launches with one form each (`CONFIGS[\"pairs\"] = \"auto\"`, "
+            "the default on a GPU; chapter 10): one kernel that branched between the two gave "
+            "wrong outputs on the H200 (benchmarks/GATED_DELTA_NOTES.md). The delta forward "
+            "keeps nothing for a backward that cannot follow. The forward alone, levels → auto "
+            f"({runs}): delta bf16 "
+            + ", ".join(f"{r['shape'].replace('_', ' ')} {_ms(r['levels_ms'])} → "
+                        f"{_ms(r['auto_ms'])} ({r['auto_ratio']:.1f}× a copy of its bytes)"
+                        for r in delta16)
+            + f"; gla, the launches' device time {min(device):.2f} to {max(device):.2f} of the "
+            "levels', the time per call not always lower (chapter 21). The copy-floor targets "
+            f"are {'all still missed' if missed else 'not all missed'} with it. Compiled for "
+            "sm90 by the GPU's "
             f"Triton on a CPU ({kf.SASS_RUN}, `python3 benchmarks/sass_count.py`; a static count, "
             f"no kernel ran), a 16-step block of the gla walk is {walk['one_product']:,} "
             f"instructions by one product against {walk['levels']:,} by the levels in bf16, and "
