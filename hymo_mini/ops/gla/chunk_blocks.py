@@ -84,13 +84,21 @@ SPAN = tl.constexpr(64.0)
 def _chunk_fits(g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr, BT: tl.constexpr):
     """1 if every BT-step block of the BC-step chunk i_c fits the one product (``_pairs``):
     the gate summed from each block's start, times the fastest rate amax2 = max_n |A2_n|,
-    stays within SPAN; else 0. One block at a time (BC / BT need not be a power of two)."""
+    stays within SPAN; else 0. The gates as one [BC / BT, BT] tile where BC / BT is a power
+    of two (tl.arange needs one; every default setting), else one block at a time."""
+    NBLK: tl.constexpr = BC // BT
     o_i = tl.arange(0, BT)
-    largest = 0.0
-    for j in tl.static_range(BC // BT):
-        o_t = i_c * BC + j * BT + o_i
-        b_g = tl.load(g + row0 + o_t * H, mask=o_t < T, other=0.0).to(tl.float32)  # [BT]
-        largest = tl.maximum(largest, tl.max(tl.abs(tl.cumsum(b_g, axis=0)), axis=0))
+    if (NBLK & (NBLK - 1)) == 0:
+        o_t = i_c * BC + tl.arange(0, NBLK)[:, None] * BT + o_i[None, :]
+        b_g = tl.load(g + row0 + o_t * H, mask=o_t < T, other=0.0).to(tl.float32)
+        b_l = tl.cumsum(b_g, axis=1)  # [BC / BT, BT] each block's sums from its start
+        largest = tl.max(tl.max(tl.abs(b_l), axis=1), axis=0)
+    else:
+        largest = 0.0
+        for j in tl.static_range(NBLK):
+            o_t = i_c * BC + j * BT + o_i
+            b_g = tl.load(g + row0 + o_t * H, mask=o_t < T, other=0.0).to(tl.float32)  # [BT]
+            largest = tl.maximum(largest, tl.max(tl.abs(tl.cumsum(b_g, axis=0)), axis=0))
     return (largest * amax2 <= SPAN).to(tl.int32)
 
 
