@@ -19,7 +19,6 @@ import triton.language as tl
 # shared with the gla chunk kernel
 from hymo_mini.ops.gla.chunk_blocks import (
     LOG2E,
-    _chunk_fits,
     _claims,
     _gate_sums,
     _level,
@@ -135,8 +134,8 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, marks, T,
     m_t = o_t < T  # padding steps: g = 0, β = 0, b = 0 (no decay, no write)
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     if PAIRS != "levels":
-        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BT, BT)
-        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, fits, PAIRS) == 0:
+        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, g, row0, i_c, T,
+                   tl.max(tl.abs(b_A2), axis=0), H, BT, BT, PAIRS) == 0:
             return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
@@ -176,8 +175,8 @@ def _output_kernel(b, c, g, A, hs, u, o, marks, T,
     m_t = o_t < T
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     if PAIRS != "levels":
-        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BT, BT)
-        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, fits, PAIRS) == 0:
+        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, g, row0, i_c, T,
+                   tl.max(tl.abs(b_A2), axis=0), H, BT, BT, PAIRS) == 0:
             return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = _gate_sums(b_g, o_i, BT)
@@ -211,8 +210,8 @@ def _du_local_kernel(b, c, g, A, do, du, marks, T,
     m_t = o_t < T
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     if PAIRS != "levels":
-        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BT, BT)
-        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, fits, PAIRS) == 0:
+        if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, g, row0, i_c, T,
+                   tl.max(tl.abs(b_A2), axis=0), H, BT, BT, PAIRS) == 0:
             return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = _gate_sums(b_g, o_i, BT)

@@ -97,7 +97,7 @@ from hymo_mini.ops.gated_delta.chunk_kernels import (
     _wy_fwd_kernel,
 )
 from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd_kernel
-from hymo_mini.ops.gla.chunk_blocks import check_pairs
+from hymo_mini.ops.gla.chunk_blocks import check_pairs, launches
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CONFIGS_16BIT",
@@ -191,10 +191,11 @@ def _sizes(v, b, states: str):
     return B, T, H, S, D, triton.cdiv(T, BT), BD, BDs, triton.cdiv(D, BDs), sizes
 
 
-def _launches(pairs: str) -> tuple[str, ...]:
-    """The kernels' PAIRS per launch: "auto" is two launches, the chunks that fit the one
-    product by it, then the others by the levels (``chunk_blocks._claims``)."""
-    return ("product", "rest") if pairs == "auto" else (pairs,)
+def _new_marks(v, NC: int, pairs: str):
+    """Which chunks the product launch left, one int32 per (batch, head, chunk), for "auto";
+    for the other settings a placeholder the kernels never read."""
+    B, _, H, _ = v.shape
+    return v.new_empty(B * H * NC if pairs == "auto" else 1, dtype=torch.int32)
 
 
 def _groups(programs: int, NC: int) -> tuple[int, int]:
@@ -238,15 +239,15 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
         o = torch.empty_like(v)
         # "auto": the stretches taken by one product, then the rest (from the first stretch
         # of each sequence that did not fit) by the levels, each launch after the other's
-        for i, one in enumerate(_launches(pairs)):
+        for i, one in enumerate(launches(pairs)):
             _chain_fwd_kernel[(programs,)](
                 v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H,
                 i * programs, **sizes, BD=BD, LOG2_BT=BT.bit_length() - 1, NB=NB,
                 USE_H0=h0 is not None, STORE_HT=output_final_state, PRECISION=precision,
                 INVERSE=_config("inverse"), PAIRS=one, KEEP=keep, **_launch("chain", half))
         return o, ht, hs, u, w, mk, ti
-    marks = v.new_empty(B * H * NC, dtype=torch.int32)  # which chunks "product" left
-    for one in _launches(pairs):
+    marks = _new_marks(v, NC, pairs)
+    for one in launches(pairs):
         _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, marks, T, **in_chunk,
                                     INVERSE=_config("inverse"), PAIRS=one, KEEP=keep,
                                     **_launch("wy_fwd", half))
@@ -269,7 +270,7 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                          USE_H0=h0 is not None, STORE_HT=output_final_state,
                                          **walk)
     o = torch.empty_like(v)
-    for one in _launches(pairs):
+    for one in launches(pairs):
         _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, marks, T, **in_chunk, PAIRS=one,
                                     **_launch("output", half))
     return o, ht, hs, u, w, mk, ti
@@ -280,8 +281,8 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
     half = _half(v)
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     du = v.new_empty(B, T, H, D, dtype=torch.float32)  # Pᵀ dO, then dU in place
-    marks = v.new_empty(B * H * NC, dtype=torch.int32)  # which chunks "product" left
-    for one in _launches(_config("pairs")):
+    marks = _new_marks(v, NC, _config("pairs"))
+    for one in launches(_config("pairs")):
         _du_local_kernel[(NC, B * H)](b, c, g, A, do, du, marks, T, **in_chunk, PAIRS=one,
                                       **_launch("du_local", half))
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients

@@ -103,13 +103,15 @@ def _chunk_fits(g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr, BT: t
 
 
 @triton.jit
-def _claims(p_mark, fits, PAIRS: tl.constexpr):
-    """Whether this launch computes the chunk whose test (``_chunk_fits``) gave ``fits``,
-    when the pairs are split over two launches of one kernel: with PAIRS = "product" the
-    chunks that fit, marking the others at p_mark (1) for the second launch; with "rest"
-    the marked ones. (The caller returns at once when it is not its chunk: one branch
-    around the whole program, not one between the two forms of the pairs.)"""
+def _claims(p_mark, g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr,
+            BT: tl.constexpr, PAIRS: tl.constexpr):
+    """Whether this launch computes the BC-step chunk i_c, when the pairs are split over two
+    launches of one kernel: with PAIRS = "product" the chunks that fit (``_chunk_fits``),
+    marking the others at p_mark (1) for the second launch; with "rest" the marked ones.
+    (The caller returns at once when it is not its chunk: one branch around the whole
+    program, not one between the two forms of the pairs.)"""
     if PAIRS == "product":
+        fits = _chunk_fits(g, row0, i_c, T, amax2, H, BC, BT)
         tl.store(p_mark, 1 - fits)
         mine = fits
     else:
@@ -215,8 +217,8 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, marks, T,
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     row0 = i_b.to(tl.int64) * T * H + i_h
     if PAIRS != "levels":
-        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BC, BT)
-        if _claims(marks + i_bh * NC + i_c, fits, PAIRS) == 0:
+        if _claims(marks + i_bh * NC + i_c, g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H,
+                   BC, BT, PAIRS) == 0:
             return
     b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
                   other=0.0)  # [BS, BD] fp32, the state the chunk starts with
@@ -316,3 +318,9 @@ def check_pairs(pairs, choices) -> None:
     """The "pairs" setting: one of ``choices``."""
     if pairs not in choices:
         raise ValueError(f"CONFIGS['pairs'] must be one of {choices}, got {pairs!r}")
+
+
+def launches(pairs: str) -> tuple[str, ...]:
+    """The kernels' PAIRS per launch for the "pairs" setting: "auto" is two launches, the
+    chunks that fit the one product by it, then the others by the levels (``_claims``)."""
+    return ("product", "rest") if pairs == "auto" else (pairs,)

@@ -45,7 +45,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, _chunk_fits, _claims, _output_block
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, _claims, _output_block
 from hymo_mini.ops.gla.chunk_states import _chunk_delta
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton (_state_handed_on
@@ -130,8 +130,8 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, BH,
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
     # 4. the chunk's outputs, block by block from H_k (with "product": if they fit)
     if PAIRS == "product":
-        fits = _chunk_fits(g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H, BC, BT)
-        if _claims(marks + i_bh * NC + i_c, fits, PAIRS) == 0:
+        if _claims(marks + i_bh * NC + i_c, g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H,
+                   BC, BT, PAIRS) == 0:
             return
     for i_t in range(0, NT):
         b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S, D,

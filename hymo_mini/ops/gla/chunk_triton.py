@@ -106,7 +106,12 @@ import torch
 import triton
 
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
-from hymo_mini.ops.gla.chunk_blocks import _chunk_bwd_kernel, _output_fwd_kernel, check_pairs
+from hymo_mini.ops.gla.chunk_blocks import (
+    _chunk_bwd_kernel,
+    _output_fwd_kernel,
+    check_pairs,
+    launches,
+)
 from hymo_mini.ops.gla.chunk_chain import _chain_fwd_kernel
 from hymo_mini.ops.gla.chunk_states import (
     _chunk_delta_kernel,
@@ -222,7 +227,7 @@ def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision, pairs="levels", ma
     unroll = bool(launch.pop("unroll", False))
     if pairs == "auto":
         marks = _new_marks(v, triton.cdiv(T, BC))
-    for one in (("product", "rest") if pairs == "auto" else (pairs,)):
+    for one in launches(pairs):
         _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
             v, b, c, g, A, hs, o, hb, hs if marks is None else marks, T, H=H, S=S, D=D,
             BC=BC, BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs,
