@@ -26,6 +26,7 @@ plus the larger of the two phases. Allocator slack and fragmentation are not cou
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -70,27 +71,49 @@ class MemoryEstimate(RenderedTable):
                                "tokens per GPU")
 
 
-def saved_bytes(run, exclude: list[torch.Tensor] = ()) -> int:
-    """Bytes of the distinct storages that autograd keeps for the backward while ``run()``
-    executes its forward (``exclude``: tensors not to count, e.g. the parameters)."""
+def _kept(run, label=lambda: "all", exclude: list[torch.Tensor] = ()) -> dict[str, int]:
+    """Bytes of the distinct storages autograd still holds for the backward when ``run()``'s
+    forward returns, by ``label()`` at the time each was first saved.
+
+    A tensor saved and released within the forward (an inner graph that finishes early, such
+    as the chunked loss's) is not counted: the hook keeps only weak references, and the
+    storages are told apart after the forward, while every one counted is alive. (Keying on
+    the address at save time would let a freed storage's address, reused by the allocator,
+    hide a later one; which addresses are reused is up to the allocator.)"""
     skip = {t.untyped_storage().data_ptr() for t in exclude}
-    seen: dict[int, int] = {}
+    saved: list[tuple[str, weakref.ref]] = []
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in skip:
-            seen[storage.data_ptr()] = storage.nbytes()
+        saved.append((label(), weakref.ref(t)))
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        run()
-    return sum(seen.values())
+        result = run()  # held until counted: it keeps the graph, and the graph the tensors
+    owner: dict[int, tuple[str, int]] = {}
+    for name, ref in saved:
+        t = ref()
+        if t is None:
+            continue
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in skip and storage.data_ptr() not in owner:
+            owner[storage.data_ptr()] = (name, storage.nbytes())
+    del result
+    out: dict[str, int] = {}
+    for name, nbytes in owner.values():
+        out[name] = out.get(name, 0) + nbytes
+    return out
+
+
+def saved_bytes(run, exclude: list[torch.Tensor] = ()) -> int:
+    """Bytes of the distinct storages that autograd keeps for the backward of ``run()``'s
+    forward (``exclude``: tensors not to count, e.g. the parameters)."""
+    return sum(_kept(run, exclude=exclude).values())
 
 
 def _kind_bytes(model: nn.Module, tokens: torch.Tensor) -> dict[str, int]:
     """Saved bytes of one ``model.loss(tokens)``, by where they were saved: "gdn", "mla"
     (one block each), "mtp" (the MTP blocks) and "head" (embedding, norm, head, losses)."""
-    label, owner, hooks = ["head"], {}, []
+    label, hooks = ["head"], []
 
     def enter(name):
         return lambda module, args: label.append(name) and None
@@ -104,24 +127,12 @@ def _kind_bytes(model: nn.Module, tokens: torch.Tensor) -> dict[str, int]:
         if module is not None:
             hooks.append(module.register_forward_pre_hook(enter(name)))
             hooks.append(module.register_forward_hook(leave))
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        ptr = t.untyped_storage().data_ptr()
-        if ptr not in params and ptr not in owner:
-            owner[ptr] = (label[-1], t.untyped_storage().nbytes())
-        return t
-
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            model.loss(tokens)
+        kept = _kept(lambda: model.loss(tokens), lambda: label[-1], list(model.parameters()))
     finally:
         for hook in hooks:
             hook.remove()
-    out = {"gdn": 0, "mla": 0, "mtp": 0, "head": 0}
-    for kind, nbytes in owner.values():
-        out[kind] += nbytes
-    return out
+    return {kind: kept.get(kind, 0) for kind in ("gdn", "mla", "mtp", "head")}
 
 
 def activation_bytes_per_token(config: ModelConfig | HyMoConfig, *, device="cpu",
