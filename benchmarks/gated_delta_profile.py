@@ -71,8 +71,8 @@ GLA_KERNELS = ("_chunk_delta_kernel", "_state_scan_kernel", "_output_fwd_kernel"
 
 
 def kernel_us(fn, names=KERNELS) -> dict:
-    """Median device time (µs) of each kernel in ``names`` over a few calls of fn, keyed by
-    ``names``' values."""
+    """Device time per call of fn (µs) of each kernel in ``names``, every launch of it in the
+    call counted, keyed by ``names``' values."""
     times = kernel_times(fn)
     return {names[k]: round(us, 1) for k, us in times.items() if k in names}
 

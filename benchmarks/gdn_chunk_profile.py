@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -32,7 +31,8 @@ from hymo_mini.ops.gla import chunk_triton as gtc  # noqa: E402
 
 
 def kernel_times(fn, runs=5):
-    """Median CUDA time per kernel name (µs) over ``runs`` calls of fn."""
+    """CUDA time per call of fn (µs) for each kernel name, over ``runs`` calls: a name
+    launched twice in one call (a kernel run once per form) counts both launches."""
     from torch.profiler import ProfilerActivity, profile
     fn()
     torch.cuda.synchronize()
@@ -40,12 +40,11 @@ def kernel_times(fn, runs=5):
         for _ in range(runs):
             fn()
         torch.cuda.synchronize()
-    times = defaultdict(list)
+    times = defaultdict(float)
     for ev in prof.events():
         if ev.device_type.name == "CUDA":
-            times[ev.name].append(ev.device_time if hasattr(ev, "device_time")
-                                  else ev.cuda_time)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            times[ev.name] += ev.device_time if hasattr(ev, "device_time") else ev.cuda_time
+    return {name: total / runs for name, total in times.items()}
 
 
 def _time(fn, inputs, do, device, o_first, grad=True):
