@@ -373,7 +373,7 @@ def main(argv=None):
                              "as --gla-forward-changes times the gla kernel's")
     parser.add_argument("--forward-dtypes", nargs="*",
                         default=["bfloat16", "float32_tf32", "float32"],
-                        help="the dtypes of --delta-forward-changes")
+                        help="the dtypes of --gla-forward-changes and --delta-forward-changes")
     parser.add_argument("--best-out", default=None, help="write the best setting here (JSON)")
     parser.add_argument("--gla-best-out", default=None,
                         help="write the gla change with the least forward + backward (JSON)")
@@ -412,7 +412,8 @@ def main(argv=None):
         save()
     if args.gla_forward_changes:
         report["gla_forward_changes"] = forward_changes(
-            args.shape, device, [json.loads(c) for c in args.gla_forward_changes])
+            args.shape, device, [json.loads(c) for c in args.gla_forward_changes], "gla",
+            args.forward_dtypes)
         print("gla forward compiled", report["gla_forward_changes"]["compiled"], flush=True)
         save()
     if args.delta_forward_changes:
