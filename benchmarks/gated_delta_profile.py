@@ -194,13 +194,14 @@ def forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float32")
 
 
 def forward_changes(shape, device, changes, rule="gla",
-                        dtypes=("bfloat16", "float32_tf32", "float32")) -> dict:
+                        dtypes=("bfloat16", "float32_tf32", "float32"), partial=None) -> dict:
     """forward_report at each change of the rule's kernel's CONFIGS (e.g. the output
     kernel's warps, or its maxnreg; for the delta rule, the one-launch forward and its
     stretch), each output's relative RMS difference from the first change's, then the
     registers and spills of every variant of its kernels compiled; the settings are
     restored. A change applies to every dtype: for the delta rule its keys replace those of
-    CONFIGS_16BIT too, which bf16 inputs read first ({} is each dtype's setting as it is)."""
+    CONFIGS_16BIT too, which bf16 inputs read first ({} is each dtype's setting as it is).
+    ``partial(rows)``, if given, is called after each change (a run cut short keeps them)."""
     tables = [gtc.CONFIGS] if rule == "gla" else [gdt.CONFIGS, gdt.CONFIGS_16BIT]
     saved, rows, first = [copy.deepcopy(t) for t in tables], [], None
     try:
@@ -223,6 +224,8 @@ def forward_changes(shape, device, changes, rule="gla",
                 forward[name]["grads_rel_vs_first"] = max(
                     rel_err(x, y) for x, y in zip(got[1:], first[name][1:], strict=True))
             rows.append({"change": change, "forward": forward})
+            if partial is not None:
+                partial(rows)
     finally:
         for table, kept in zip(tables, saved, strict=True):
             table.clear()
@@ -392,6 +395,13 @@ def main(argv=None):
         if args.out:
             Path(args.out).write_text(json.dumps(report, indent=1, default=str))
 
+    def partial(key):
+        """Saves the rows of a sweep so far under report[key]["changes"]."""
+        def keep(rows):
+            report[key] = {"changes": rows, "partial": True}
+            save()
+        return keep
+
     for name in args.dtypes:
         report["current"][name] = Case(args.shape, name, device).run()
         print(name, report["current"][name], flush=True)
@@ -413,13 +423,13 @@ def main(argv=None):
     if args.gla_forward_changes:
         report["gla_forward_changes"] = forward_changes(
             args.shape, device, [json.loads(c) for c in args.gla_forward_changes], "gla",
-            args.forward_dtypes)
+            args.forward_dtypes, partial("gla_forward_changes"))
         print("gla forward compiled", report["gla_forward_changes"]["compiled"], flush=True)
         save()
     if args.delta_forward_changes:
         report["delta_forward_changes"] = forward_changes(
             args.shape, device, [json.loads(c) for c in args.delta_forward_changes], "delta",
-            args.forward_dtypes)
+            args.forward_dtypes, partial("delta_forward_changes"))
         print("delta forward compiled", report["delta_forward_changes"]["compiled"],
               flush=True)
         save()
