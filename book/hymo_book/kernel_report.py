@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hymo_book import kernel_forward
 from hymo_book.kernel_chapter import document_launches, launches_per_step
-from hymo_book.kernel_runs import delta_entries
+from hymo_book.kernel_runs import DELTA_AUTO_PEERS, delta_entries
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
@@ -148,7 +148,8 @@ def targets_summary() -> CaptionedTable:
     worst shape, at the chosen setting (``kernel_forward.LATEST_RUN``), and its forward as the
     GDN mixer calls it, ``kernel_forward.DISPATCH_RUN``) and the delta
     rule kernel's three, each at its worst over the shapes and dtypes timed beside
-    chunk_kda (``kernel_runs.delta_entries``; default products), and its forward alone per
+    chunk_kda (``kernel_runs.delta_entries``; default products) and with the pairs "auto"
+    (``kernel_runs.DELTA_AUTO_PEERS``, the shapes and dtypes it timed), and its forward alone per
     dtype at the setting in use, worst of two shapes (``kernel_forward.DELTA_CHAIN_RUNS``);
     and both rules' forwards alone with the pairs "auto" (``kernel_forward.PAIRS_RUNS``), per
     dtype, worst of two shapes."""
@@ -193,6 +194,16 @@ def targets_summary() -> CaptionedTable:
         worst = timed[where][key]
         rows.append({"target": label, "limit": limit, "worst": worst, "met": worst <= limit,
                      "where": f"{where.replace('_', ' ')}, worst of {len(timed)} timed"})
+    auto_run = load_result(DELTA_AUTO_PEERS, need=("peers",))  # "auto" beside chunk_kda
+    for key, label in (("fwdbwd_over_kda", "delta: forward + backward / fla chunk_kda"),
+                       ("peak_over_kda", "delta: peak memory / fla chunk_kda"),
+                       ("fwd_over_floor", "delta: forward / the copy floor")):
+        timed = {k: e["targets"]["chunk_triton"][key] for k, e in auto_run["peers"].items()
+                 if key in e.get("targets", {}).get("chunk_triton", {})}
+        where = max(timed, key=timed.get)
+        rows.append({"target": f"{label}, pairs \"auto\"", "limit": DELTA_TARGETS[key],
+                     "worst": timed[where], "met": timed[where] <= DELTA_TARGETS[key],
+                     "where": f"{where.replace('_', ' ')}, worst of {len(timed)} timed"})
     delta_now = kernel_forward.delta_latest_forward()  # alone, the setting in use per dtype
     for key, words in (("bfloat16", "bf16"), ("float32", "fp32 (fp32-grade products)")):
         (shape, _), r = max(((k, r) for k, r in delta_now.items() if k[1] == key),
@@ -222,7 +233,7 @@ def targets_summary() -> CaptionedTable:
     caption = "\n".join([gla.caption, kernel_only().caption,
                          run_caption(load_result(kernel_forward.LATEST_RUN)),
                          run_caption(load_result(kernel_forward.DISPATCH_RUN)),
-                         *(run_caption(r) for r in reports),
+                         *(run_caption(r) for r in reports), run_caption(auto_run),
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
                          kernel_forward.pairs_table().caption])
     return CaptionedTable(table, caption, rows)

@@ -15,7 +15,7 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
 __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_LONG_RUN",
-           "DELTA_LONG_PROFILE", "DELTA_SIDE_BY_SIDE", "DELTA_GROUP_SWEEP",
+           "DELTA_LONG_PROFILE", "DELTA_SIDE_BY_SIDE", "DELTA_AUTO_PEERS", "DELTA_GROUP_SWEEP",
            "GLA_FORWARD_RUN", "GLA_FORWARD_RUN_BEFORE", "GLA_FORWARD_PER_BLOCK_RUN",
            "delta_entries", "delta_long_profile", "delta_group_sweep_table",
            "MOE_RUN",
@@ -34,6 +34,9 @@ DELTA_LONG_PROFILE = "gated_delta_profile_b1t16384_h200_2026-12-02.json"
 DELTA_SIDE_BY_SIDE = ("gated_delta_b4t4096_side_by_side_h200_2026-12-02.json",
                       "gated_delta_b1t16384_groups_bf16_h200_2026-12-02.json",
                       "gated_delta_b1t16384_groups_fp32_h200_2026-12-02.json")
+# with the pairs "auto" the default (tree 3138bb2): B4 in bf16 beside chunk_kda, and in fp32
+# (fp32-grade and TF32 products) alone: chunk_kda's fp32 case was cut off by the call's time
+DELTA_AUTO_PEERS = "gated_delta_auto_b4t4096_h200_2026-12-03.json"
 # the one walk against groups of 16 to 128 chunks at three shapes, same tree
 DELTA_GROUP_SWEEP = "gated_delta_group_sweep_h200_2026-12-02.json"
 # the gla kernel's forward alone: do_bench against its launches' device time, three dtypes

@@ -1,0 +1,113 @@
+"""Chapter 21's tables of the forward settings tried once the pairs were "auto" (one product
+in every chunk that fits, the levels for the rest), per rule, shape and dtype: the forward
+alone per call and its launches' device time (every launch counted), against a copy of its
+bytes, and the forward + backward; and the rule that decides whether a setting replaces the
+default. Read from ``book/results``; nothing here measures time. Checked by
+``tests/book/test_book_kernel_settings.py``.
+"""
+
+from __future__ import annotations
+
+from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_mini.tables import TextTable
+
+__all__ = ["SETTINGS_RUNS", "HANDOFF_RUNS", "DTYPES", "change_label", "settings_table",
+           "comparisons", "keepers"]
+
+# one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
+# change of each ({}) is the setting in use
+SETTINGS_RUNS = {"gla": ("gla_auto_b4t4096_h200_2026-12-03.json",
+                         "gla_auto_b1t16384_h200_2026-12-03.json"),
+                 "delta": ("delta_auto_b4t4096_h200_2026-12-03.json",
+                           "delta_auto_b1t16384_h200_2026-12-03.json")}
+# the gla one-launch forward handing its states on by flags and by the tagged ring
+HANDOFF_RUNS = {"gla": ("gla_handoff_b4t4096_h200_2026-12-03.json",
+                        "gla_handoff_b1t16384_h200_2026-12-03.json")}
+# the runs' dtype keys: bf16, and fp32 with its default fp32-grade products
+DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
+
+
+def change_label(change: dict) -> str:
+    """A change of a kernel's CONFIGS in words ({}: the setting in use)."""
+    if not change:
+        return "as in use"
+    words = []
+    for key, value in change.items():
+        if key == "chunk":
+            words.append(f"chunks of {value} steps")
+        elif key == "handoff":
+            words.append(f"hand-over by {value}")
+        elif isinstance(value, dict):
+            launch = ", ".join(f"{k.replace('num_', '')} {v}" for k, v in value.items()
+                               if k != "chunks")
+            lead = f"stretches of {value['chunks']} chunks, " if "chunks" in value else ""
+            words.append(f"{key}: {lead}{launch}")
+        else:
+            words.append(f"{key} = {value}")
+    return "; ".join(words)
+
+
+def _applies(rule: str, report: dict, dtype: str, change: dict) -> bool:
+    """Whether a change can matter to that dtype's forward: the delta rule's "chain"
+    settings only where that dtype's forward is the one launch."""
+    if rule != "delta" or set(change) != {"chain"}:
+        return True
+    table = report["configs_16bit"] if dtype == "bfloat16" else {}
+    return {**report["configs"], **table}["forward"] == "chain"
+
+
+def settings_table(runs: dict = SETTINGS_RUNS, key: str = "forward_changes") -> CaptionedTable:
+    """Every (rule, shape, setting, dtype) of the runs, where the setting applies: the
+    forward per call (ms), its launches' device time (ms) and that over the copy of its
+    bytes, the forward + backward (ms) and its peak (MiB)."""
+    rows, values, captions = [], [], []
+    for rule, names in runs.items():
+        for name in names:
+            report = load_result(name, need=(f"{rule}_{key}",))
+            captions.append(run_caption(report))
+            shape = report["shape"]
+            for entry in report[f"{rule}_{key}"]["changes"]:
+                for dtype, words in DTYPES.items():
+                    f = entry.get("forward", {}).get(dtype)
+                    if f is None or not _applies(rule, report, dtype, entry["change"]):
+                        continue
+                    row = {"rule": rule, "shape": shape, "dtype": dtype,
+                           "change": entry["change"], "label": change_label(entry["change"]),
+                           "fwd_ms": f["fwd_ms"], "device_ms": f["kernels_sum_ms"],
+                           "device_ratio": f["kernels_sum_ms"] / f["copy_ms"],
+                           "fwdbwd_ms": f["fwdbwd_ms"], "peak_mib": f["peak_mib"]}
+                    values.append(row)
+                    rows.append((rule, shape.replace("_", " "), row["label"], words,
+                                 f"{row['fwd_ms']:.3f}", f"{row['device_ms']:.3f}",
+                                 f"{row['device_ratio']:.2f}x", f"{row['fwdbwd_ms']:.3f}",
+                                 f"{row['peak_mib']:.0f}"))
+    table = TextTable(("rule", "shape", "setting", "dtype", "fwd ms", "device ms",
+                       "device / copy", "fwd+bwd ms", "peak MiB"), rows, align="llllrrrrr",
+                      title="the forward alone at each setting tried, pairs \"auto\"")
+    return CaptionedTable(table, "\n".join(captions), values)
+
+
+def comparisons(table: CaptionedTable) -> dict[tuple[str, str], list[dict]]:
+    """{(rule, setting): [{shape, dtype, base_ms, device_ms, base_fwdbwd_ms, fwdbwd_ms,
+    faster, no_slower_fwdbwd}, ...]}: every setting tried against the one in use, at each
+    shape and dtype where both ran."""
+    base = {(r["rule"], r["shape"], r["dtype"]): r for r in table.rows if not r["change"]}
+    out: dict[tuple[str, str], list[dict]] = {}
+    for r in table.rows:
+        if not r["change"]:
+            continue
+        b = base[(r["rule"], r["shape"], r["dtype"])]
+        out.setdefault((r["rule"], r["label"]), []).append(
+            {"shape": r["shape"], "dtype": r["dtype"], "base_ms": b["device_ms"],
+             "device_ms": r["device_ms"], "base_fwdbwd_ms": b["fwdbwd_ms"],
+             "fwdbwd_ms": r["fwdbwd_ms"], "faster": r["device_ms"] < b["device_ms"],
+             "no_slower_fwdbwd": r["fwdbwd_ms"] <= b["fwdbwd_ms"]})
+    return out
+
+
+def keepers(table: CaptionedTable) -> list[str]:
+    """The settings that would replace the one in use: in every (shape, dtype) where the run
+    tried them, a shorter device time for the forward and a forward + backward no slower
+    than the setting in use. Labels, as "rule: setting"."""
+    return [f"{rule}: {label}" for (rule, label), cases in comparisons(table).items()
+            if all(c["faster"] and c["no_slower_fwdbwd"] for c in cases)]
