@@ -20,6 +20,7 @@ from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
 from hymo_book.fsdp import load_fsdp  # noqa: E402
 from hymo_book.index import _title_and_summary  # noqa: E402
 from hymo_book.kernel_runs import (  # noqa: E402
+    DELTA_AUTO_PEERS,
     DELTA_LONG_RUN,
     DELTA_PEERS_RUN,
     DELTA_SIDE_BY_SIDE,
@@ -221,7 +222,11 @@ def _since_text() -> list[str]:
     device = [r["auto_device_ms"] / r["levels_device_ms"] for r in pairs if r["rule"] == "gla"]
     from hymo_book.kernel_report import targets_summary
 
-    missed = not any(r["met"] for r in targets_summary().rows if r["target"].endswith('"auto"'))
+    missed = not any(r["met"] for r in targets_summary().rows
+                     if r["target"].endswith('"auto"') and ("copy" in r["target"]
+                                                            or "floor" in r["target"]))
+    auto_run = load_result(DELTA_AUTO_PEERS)
+    beside = auto_run["peers"]["B4_T4096_H40_bfloat16"]["targets"]["chunk_triton"]
     runs = ", ".join(name for names in kf.PAIRS_RUNS.values() for name in names)
     return ["Since all these runs, both rules' forwards form a chunk's decay-weighted pairs by "
             "one product where its decay keeps every factor within 2^±64, and by the levels "
@@ -241,7 +246,10 @@ def _since_text() -> list[str]:
             f"no kernel ran), a 16-step block of the gla walk is {walk['one_product']:,} "
             f"instructions by one product against {walk['levels']:,} by the levels in bf16, and "
             f"the forwards' loops keep {min(ratios):.2f} to {max(ratios):.2f} of the levels' "
-            "count (chapter 21)."]
+            "count (chapter 21). With \"auto\" the default, one run beside `chunk_kda` at "
+            f"B = 4, T = 4,096 in bf16 ({auto_run['file']}): forward + backward "
+            f"{beside['fwdbwd_over_kda']:.2f}× `chunk_kda`'s, peak {beside['peak_over_kda']:.2f}×, "
+            f"forward {beside['fwd_over_floor']:.1f}× the copy floor."]
 
 
 def _gla_table(gdn: dict) -> list[str]:
