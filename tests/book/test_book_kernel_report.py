@@ -127,8 +127,15 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 19 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 22 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
+    # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
+    auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
+    for key, label in (("fwdbwd_over_kda", "delta: forward + backward / fla chunk_kda"),
+                       ("peak_over_kda", "delta: peak memory / fla chunk_kda")):
+        row = next(r for r in summary.rows if r["target"] == f'{label}, pairs "auto"')
+        assert row["worst"] == max(e["targets"]["chunk_triton"][key] for e in auto.values()
+                                   if key in e["targets"]["chunk_triton"])
     # each delta target is met where every shape's written verdict is, the worst shape named
     _, picked = kn.delta_entries()
     written = [e["targets"]["chunk_triton"] for _, e in picked.values()
@@ -157,7 +164,8 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
         assert row["met"] == (row["worst"] <= kr.DELTA_TARGETS["fwd_over_floor"])
     assert all(run in summary.caption for run in kf.DELTA_CHAIN_RUNS)
     # the pairs "auto": one row per rule and dtype, each at its worst shape of the runs
-    auto = [r for r in summary.rows if r["target"].endswith('"auto"')]
+    auto = [r for r in summary.rows if r["target"].endswith('"auto"')
+            and "a copy of its bytes" in r["target"]]
     pairs = kf.pairs_table().rows
     assert len(auto) == 6
     for row in auto:
