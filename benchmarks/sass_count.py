@@ -149,16 +149,15 @@ def _io(dtype: str) -> str:
 PRECISION = {"bf16": "tf32", "fp32": "tf32x3"}  # fp32 inputs: fp32-grade products (default)
 
 
-def gla_chain(dtype: str, pairs: str, handoff: str = "ring") -> tuple:
+def gla_chain(dtype: str, pairs: str) -> tuple:
     """The gla forward in one launch at the benchmark's S = D = 32, H = 40."""
     from hymo_mini.ops.gla.chunk_chain import _chain_fwd_kernel
     io = _io(dtype)
     sig = dict(v=io, b=io, c=io, g=io, A="*fp32", h0="*fp32", hs="*fp32", ht="*fp32", o=io,
-               hb="*fp32", flags="*i32", ring="*i64" if handoff == "ring" else "*i32",
-               marks="*i32", T="i32", BH="i32")
+               hb="*fp32", flags="*i32", marks="*i32", T="i32", BH="i32")
     consts = dict(H=40, S=32, D=32, BC=128, BS=32, BD=32, BT=16, LOG2_BT=4, PIECE=64,
                   USE_H0=False, STORE_HT=False, STORE_HB=False, PAIRS=pairs,
-                  PRECISION=PRECISION[dtype], HANDOFF=handoff)
+                  PRECISION=PRECISION[dtype])
     return _chain_fwd_kernel, sig, consts
 
 
@@ -199,10 +198,6 @@ def cases() -> dict:
             out[f"gla_chain_{dtype}_{pairs}"] = (
                 dict(kernel="gla chunk_chain._chain_fwd_kernel", dtype=dtype, pairs=pairs),
                 lambda d=dtype, p=pairs: gla_chain(d, p))
-        out[f"gla_chain_{dtype}_product_flags"] = (
-            dict(kernel="gla chunk_chain._chain_fwd_kernel", dtype=dtype, pairs="product",
-                 handoff="flags"),
-            lambda d=dtype: gla_chain(d, "product", "flags"))
         for pairs, keep in (("levels", True), ("levels", False), ("product", True),
                             ("product", False)):
             out[f"delta_chain_{dtype}_{pairs}_{'keep' if keep else 'lean'}"] = (

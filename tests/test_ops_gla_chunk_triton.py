@@ -146,34 +146,6 @@ def test_chained_forward_is_deterministic(monkeypatch):
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_handoffs_agree(monkeypatch, dtype):
-    """The one-launch forward hands its states on through the tagged ring or through flags:
-    the same states either way, so the same bits, and the ring matches the loop. On a GPU a
-    long sequence (64 chunks of 128 steps, each program waiting for the one before), and
-    more sequences than slots in the ring's turns; in the interpreter seven chunks."""
-    B, T, H = (2, 8192, 3) if DEVICE == "cuda" else (1, 200, 2)
-    v, b, c, g, A_log, h0 = (t.detach() for t in make_leaves(B, T, H, 32, 32, dtype))
-    out = {}
-    for handoff in gtc.HANDOFFS:
-        monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), forward="chain",
-                                              handoff=handoff))
-        out[handoff] = chunk_gla_triton(v, b, c, g, -torch.exp(A_log), h0, True)
-    assert all(torch.equal(x, y) for x, y in zip(out["ring"], out["flags"], strict=True))
-    o, ht = naive_gla(*(t.double() for t in (v, b, c, g)), -torch.exp(A_log.double()),
-                      h0.double())
-    tol = FP32_TOL if dtype == torch.float32 else LOW_TOL
-    assert rel_err(out["ring"][0], o) < tol and rel_err(out["ring"][1], ht) < tol
-
-
-def test_handoff_checked(monkeypatch):
-    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), handoff="mailbox"))
-    leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
-    with pytest.raises(ValueError, match=r"handoff.*'ring', 'flags'.*'mailbox'"):
-        chunk_gla_triton(*leaves[:4], -torch.exp(leaves[4]))
-
-
-@pytest.mark.triton
 def test_one_block_per_chunk(monkeypatch):
     """Chunks as short as a block (16 steps): the chunk states are the block states, nothing
     is stored or rebuilt besides them; a ragged last chunk, strong decay."""

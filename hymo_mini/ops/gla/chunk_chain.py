@@ -14,9 +14,9 @@ all three steps for its chunk, and each state is written once and read once:
 1. ΔH_k, what the chunk writes decayed to its end, as ``chunk_states._chunk_delta_kernel``
    computes it: one product over PIECE steps (64 at most, so that a tile stays in
    registers), pieces chained by their decay;
-2. H_k: from the initial state for the first chunk, otherwise handed on by the program of
-   chunk k - 1; this program waits for it;
-3. H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k, handed on to the program of chunk k + 1 (below);
+2. H_k: from the initial state for the first chunk, otherwise from the program of chunk
+   k - 1, which stores it and then raises a flag; this program waits for the flag;
+3. H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k, stored, then its own flag raised for chunk k + 1;
    then the block walk from H_k with outputs, as in the three-launch forward.
 
 Only step 3's multiply-add, with the wait and the hand-over, lies on the chain from the
@@ -29,31 +29,15 @@ starts programs in an order it does not promise, so the program's chunk is not i
 program id: each program first takes a ticket from a counter (an atomic add) and works on
 the ticket's chunk, tickets handed out chunk-major (every (batch, head) of chunk 0, then
 of chunk 1, ...). A program with ticket t waits only for ticket t - B·H, which a running
-program took before it; so every wait ends. Under the Triton interpreter programs run one
-after another in ticket order, and every wait ends at once.
-
-How a state is handed on (``CONFIGS["handoff"]``), the part of step 3 that sets the pace
-of a long sequence (one hand-over per chunk, one after another):
-
-* "flags": the state is stored in hs, then, after a barrier (every lane's stores in), a
-  flag is raised with release semantics; the next program spins on the flag with acquire
-  semantics and then reads the state past the SM's L1 cache (``.cg``), where a stale copy
-  could sit. A hand-over is three trips to the L2 cache one after another: the store
-  acknowledged before the release, the flag seen, the state read.
-* "ring" (the default): each element of the state travels with a tag in one 64-bit word,
-  its float's bits below and the number of the chunk that reads it above, so a reader
-  sees an element's value and its tag together or not at all (an aligned 64-bit access is
-  one access). The next program watches one word until its tag is right, reads the whole
-  state, and reads it again while any element's tag is not (its writer's stores land in any
-  order). No barrier, fence or flag: one trip for the writer, about one for the reader.
-  Two slots per (batch, head) suffice, used in turn: the writer of chunk k + 2's state
-  has read chunk k + 1's, which its writer wrote after reading chunk k's, so that slot is
-  read before it is written again. The states also go to hs, as plain floats, for the
-  backward and the output kernel's second launch.
+program took before it; so every wait ends. The flag is written with release semantics
+after the state (and a barrier, so every lane's stores are in), read with acquire, and the
+state read past the SM's L1 cache (``.cg``), where a stale copy could sit. Under the
+Triton interpreter programs run one after another in ticket order, and every wait ends at
+once.
 
 Memory: the chunk states hs (B·H·⌈T/BC⌉·S·D fp32, as the three launches keep them, so
-the backward finds them), and zeroed for every call either the ring (2·B·H·S·D int64, and
-the ticket counter) or the counter and flags (1 + B·H·⌈T/BC⌉ int32).
+the backward finds them) and the counter and flags (1 + B·H·⌈T/BC⌉ int32, zeroed for
+every call).
 """
 
 from __future__ import annotations
@@ -99,52 +83,15 @@ def _hand_on(p_next, b_next, m_h, flags, i_c, i_bh, BH):
 
 
 @triton.jit
-def _ring_take(p_h, h0, ring, i_c, i_bh, o_sd, m_h, S: tl.constexpr, D: tl.constexpr,
-               BS: tl.constexpr, BD: tl.constexpr, USE_H0: tl.constexpr):
-    """The state [BS, BD] that link i_c of (b, h)'s chain starts with: for link 0 the
-    initial state (or zeros), stored at p_h; for a later link, from the ring slot link
-    i_c - 1 wrote, once every element carries the tag i_c. The slot's first word is watched
-    alone (one address, cheap to poll); then the whole slot is read until every tag is right."""
-    if i_c == 0:
-        b_h = tl.zeros([BS, BD], dtype=tl.float32)
-        if USE_H0:
-            b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_sd, mask=m_h, other=0.0)
-        tl.store(p_h, b_h, mask=m_h)
-    else:
-        p_slot = ring + (i_bh.to(tl.int64) * 2 + (i_c - 1) % 2) * S * D
-        tag = tl.load(p_slot, volatile=True) >> 32
-        while tag != i_c:
-            tag = tl.load(p_slot, volatile=True) >> 32
-        x = tl.load(p_slot + o_sd, mask=m_h, other=0, volatile=True)  # [BS, BD] int64
-        late = tl.sum(tl.sum(tl.where(m_h & ((x >> 32) != i_c), 1, 0), axis=1), axis=0)
-        while late > 0:  # some elements' stores had not landed yet
-            x = tl.load(p_slot + o_sd, mask=m_h, other=0, volatile=True)
-            late = tl.sum(tl.sum(tl.where(m_h & ((x >> 32) != i_c), 1, 0), axis=1), axis=0)
-        b_h = (x & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
-    return b_h
-
-
-@triton.jit
-def _ring_give(ring, b_next, i_c, i_bh, o_sd, m_h, S: tl.constexpr, D: tl.constexpr):
-    """Write the state link i_c + 1 starts with into link i_c's ring slot: per element one
-    64-bit word, the float's bits below and the tag i_c + 1 above."""
-    bits = b_next.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
-    tag = (i_c + 1).to(tl.int64) << 32
-    p_slot = ring + (i_bh.to(tl.int64) * 2 + i_c % 2) * S * D
-    tl.store(p_slot + o_sd, bits | tag, mask=m_h)
-
-
-@triton.jit
-def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, ring, marks, T, BH,
+def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, BH,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
                       LOG2_BT: tl.constexpr, PIECE: tl.constexpr, USE_H0: tl.constexpr,
                       STORE_HT: tl.constexpr, STORE_HB: tl.constexpr,
-                      PAIRS: tl.constexpr, PRECISION: tl.constexpr, HANDOFF: tl.constexpr):
+                      PAIRS: tl.constexpr, PRECISION: tl.constexpr):
     """One chunk of one (b, h), by ticket: its end state handed on, then its outputs.
-    flags[0] counts the tickets. HANDOFF = "ring": the states go through ring (2·BH·S·D
-    int64, tagged); "flags": flags[1 + k·BH + bh] is raised once hs[bh, k + 1] is stored.
-    hs[bh, k] receives H_k for every chunk k (the backward reads them). With
+    flags[0] counts the tickets; flags[1 + k·BH + bh] is raised once hs[bh, k + 1] is
+    stored. hs[bh, k] receives H_k for every chunk k (the backward reads them). With
     PAIRS = "product" the outputs of the chunks whose blocks all fit the one product; the
     others are marked in marks (B·H·NC int32) for a second launch, the output kernel's
     with PAIRS = "rest" (``chunk_blocks._claims``); their states are handed on all the
@@ -173,20 +120,12 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, ring, marks, T, B
         b_Lend += b_Lp
     # 2. the state the chunk starts with
     p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_sd  # [BS, BD] chunk 0's
-    if HANDOFF == "ring":
-        b_h = _ring_take(p_hs + i_c * S * D, h0, ring, i_c, i_bh, o_sd, m_h, S, D, BS, BD,
-                         USE_H0)
-    else:
-        b_h = _state_handed_on(p_hs + i_c * S * D, h0, flags, i_c, i_bh, BH, o_sd, m_h, S, D,
-                               BS, BD, USE_H0)
+    b_h = _state_handed_on(p_hs + i_c * S * D, h0, flags, i_c, i_bh, BH, o_sd, m_h, S, D, BS,
+                           BD, USE_H0)
     # 3. the state the next chunk starts with, handed on
     b_next = b_h * tl.exp2(b_Lend * b_A2)[:, None] + b_dh  # [BS, BD]
     if i_c + 1 < NC:
-        if HANDOFF == "ring":
-            _ring_give(ring, b_next, i_c, i_bh, o_sd, m_h, S, D)  # first: the chain waits
-            tl.store(p_hs + (i_c + 1) * S * D, b_next, mask=m_h)  # for the later launches
-        else:
-            _hand_on(p_hs + (i_c + 1) * S * D, b_next, m_h, flags, i_c, i_bh, BH)
+        _hand_on(p_hs + (i_c + 1) * S * D, b_next, m_h, flags, i_c, i_bh, BH)
     elif STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
     # 4. the chunk's outputs, block by block from H_k (with "product": if they fit)

@@ -121,7 +121,7 @@ from hymo_mini.ops.gla.chunk_states import (
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "BLOCK_STATES",
-           "FORWARDS", "PAIRS", "HANDOFFS", "INTERPRET"]
+           "FORWARDS", "PAIRS", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -146,7 +146,6 @@ CONFIGS = {
     "block_states": "store",
     "forward": "chain",
     "pairs": "auto",  # (the interpreter's settings below keep the levels: one launch)
-    "handoff": "ring",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -165,17 +164,12 @@ FORWARDS = ("scan", "chain")
 # keeps every factor within 2^±64 and by the levels elsewhere, in two launches
 # (chunk_blocks._pairs, _claims).
 PAIRS = ("levels", "auto")
-# "handoff", how the one-launch forward hands a chunk's end state to the next chunk's
-# program (hymo_mini.ops.gla.chunk_chain): "ring", each element with a tag in one 64-bit
-# word, read until every tag is right; "flags", the state stored, then a flag raised.
-HANDOFFS = ("ring", "flags")
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
     "block_states": "store",
     "forward": "chain",
     "pairs": "levels",
-    "handoff": "ring",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
     "output_fwd": dict(num_warps=1, num_stages=1),
@@ -206,8 +200,7 @@ def _precision(v, b, c) -> str:
     return dot_precision(torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype)))
 
 
-def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: str,
-                    handoff: str) -> None:
+def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: str) -> None:
     if BT not in BLOCKS or BT > BC:
         raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
                          f"({BC}), got {BT}")
@@ -216,8 +209,6 @@ def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: st
                          f"{block_states!r}")
     if forward not in FORWARDS:
         raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
-    if handoff not in HANDOFFS:
-        raise ValueError(f"CONFIGS['handoff'] must be one of {HANDOFFS}, got {handoff!r}")
     check_pairs(pairs, PAIRS)
 
 
@@ -263,7 +254,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
     precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     BT, block_states, how = _config("block"), _config("block_states"), _config("forward")
-    _check_blocking(BC, BT, block_states, how, _config("pairs"), _config("handoff"))
+    _check_blocking(BC, BT, block_states, how, _config("pairs"))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the state each chunk starts with
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     o = torch.empty_like(v)
@@ -273,21 +264,15 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
     hb = _new_block_states(v, S) if store else hs
     if how == "chain":  # one launch: each program hands its chunk's end state on
         BS, BD = _blocks(S, D)
-        handoff = _config("handoff")
-        if handoff == "ring":  # two tagged slots per (batch, head), then the ticket counter
-            ring = torch.zeros(2 * B * H * S * D + 1, dtype=torch.int64, device=v.device)
-            ring, flags = ring[:-1], ring[-1:].view(torch.int32)
-        else:
-            flags = ring = torch.zeros(1 + B * H * NC, dtype=torch.int32, device=v.device)
+        flags = torch.zeros(1 + B * H * NC, dtype=torch.int32, device=v.device)
         launch = {k: x for k, x in _config("output_fwd").items() if k != "unroll"}
         auto = _config("pairs") == "auto"
         marks = _new_marks(v, NC) if auto else flags
         _chain_fwd_kernel[(NC * B * H,)](
-            v, b, c, g, A, h0, hs, ht, o, hb, flags, ring, marks, T, B * H, H=H, S=S, D=D,
-            BC=BC, BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
+            v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, B * H, H=H, S=S, D=D, BC=BC,
+            BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
             USE_H0=h0 is not None, STORE_HT=output_final_state, STORE_HB=hb is not hs,
-            PAIRS="product" if auto else "levels", PRECISION=precision, HANDOFF=handoff,
-            **launch)
+            PAIRS="product" if auto else "levels", PRECISION=precision, **launch)
         if auto:  # the chunks that did not fit, by the levels, from the states handed on
             _block_walk(v, b, c, g, A, hs, o, hb, True, precision, "rest", marks)
     else:  # the chunk states in two launches, then the outputs
