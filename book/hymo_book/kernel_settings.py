@@ -11,8 +11,8 @@ from __future__ import annotations
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["SETTINGS_RUNS", "HANDOFF_RUNS", "DTYPES", "change_label", "settings_table",
-           "comparisons", "keepers"]
+__all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "DTYPES", "change_label", "settings_table",
+           "comparisons", "keepers", "handoffs"]
 
 # one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
 # change of each ({}) is the setting in use
@@ -20,9 +20,9 @@ SETTINGS_RUNS = {"gla": ("gla_auto_b4t4096_h200_2026-12-03.json",
                          "gla_auto_b1t16384_h200_2026-12-03.json"),
                  "delta": ("delta_auto_b4t4096_h200_2026-12-03.json",
                            "delta_auto_b1t16384_h200_2026-12-03.json")}
-# the gla one-launch forward handing its states on by flags and by the tagged ring
-HANDOFF_RUNS = {"gla": ("gla_handoff_b4t4096_h200_2026-12-03.json",
-                        "gla_handoff_b1t16384_h200_2026-12-03.json")}
+# the gla one-launch forward at one long sequence handing its states on by flags (in use) and
+# by a tagged ring (tree d216649; slower, so taken out again in the next commit)
+HANDOFF_RUN = "gla_handoff_b1t16384_h200_2026-12-03.json"
 # the runs' dtype keys: bf16, and fp32 with its default fp32-grade products
 DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
@@ -111,3 +111,15 @@ def keepers(table: CaptionedTable) -> list[str]:
     than the setting in use. Labels, as "rule: setting"."""
     return [f"{rule}: {label}" for (rule, label), cases in comparisons(table).items()
             if all(c["faster"] and c["no_slower_fwdbwd"] for c in cases)]
+
+
+def handoffs(run: str = HANDOFF_RUN) -> dict[str, dict[str, dict]]:
+    """{dtype: {"flags" | "ring": {fwd_ms, device_ms, fwdbwd_ms}}} of the hand-over run."""
+    report = load_result(run, need=("gla_forward_changes",))
+    out: dict[str, dict[str, dict]] = {}
+    for entry in report["gla_forward_changes"]["changes"]:
+        for dtype, f in entry["forward"].items():
+            out.setdefault(dtype, {})[entry["change"]["handoff"]] = {
+                "fwd_ms": f["fwd_ms"], "device_ms": f["kernels_sum_ms"],
+                "fwdbwd_ms": f["fwdbwd_ms"]}
+    return out

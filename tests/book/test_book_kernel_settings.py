@@ -46,3 +46,13 @@ def test_keepers_need_every_case():
     assert ks.keepers(table) == ["gla: chunks of 64 steps"]
     cases = ks.comparisons(table)[("gla", "chunks of 256 steps")]
     assert [c["faster"] for c in cases] == [True, False]
+
+
+def test_handoffs_read_both_ways_per_dtype():
+    got = ks.handoffs()
+    report = load_result(ks.HANDOFF_RUN)
+    changes = report["gla_forward_changes"]["changes"]
+    assert set(got) == set(changes[0]["forward"]) and all(set(v) == {"flags", "ring"}
+                                                          for v in got.values())
+    assert got["bfloat16"]["ring"]["device_ms"] == changes[1]["forward"]["bfloat16"][
+        "kernels_sum_ms"]
