@@ -8,6 +8,7 @@ default. Read from ``book/results``; nothing here measures time. Checked by
 
 from __future__ import annotations
 
+from hymo_book.kernel_forward import DELTA_DTYPES as DTYPES  # bf16; fp32, fp32-grade products
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
@@ -23,8 +24,6 @@ SETTINGS_RUNS = {"gla": ("gla_auto_b4t4096_h200_2026-12-03.json",
 # the gla one-launch forward at one long sequence handing its states on by flags (in use) and
 # by a tagged ring (tree d216649; slower, so taken out again in the next commit)
 HANDOFF_RUN = "gla_handoff_b1t16384_h200_2026-12-03.json"
-# the runs' dtype keys: bf16, and fp32 with its default fp32-grade products
-DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 
 def change_label(change: dict) -> str:
@@ -56,17 +55,17 @@ def _applies(rule: str, report: dict, dtype: str, change: dict) -> bool:
     return {**report["configs"], **table}["forward"] == "chain"
 
 
-def settings_table(runs: dict = SETTINGS_RUNS, key: str = "forward_changes") -> CaptionedTable:
+def settings_table(runs: dict = SETTINGS_RUNS) -> CaptionedTable:
     """Every (rule, shape, setting, dtype) of the runs, where the setting applies: the
     forward per call (ms), its launches' device time (ms) and that over the copy of its
     bytes, the forward + backward (ms) and its peak (MiB)."""
     rows, values, captions = [], [], []
     for rule, names in runs.items():
         for name in names:
-            report = load_result(name, need=(f"{rule}_{key}",))
+            report = load_result(name, need=(f"{rule}_forward_changes",))
             captions.append(run_caption(report))
             shape = report["shape"]
-            for entry in report[f"{rule}_{key}"]["changes"]:
+            for entry in report[f"{rule}_forward_changes"]["changes"]:
                 for dtype, words in DTYPES.items():
                     f = entry.get("forward", {}).get(dtype)
                     if f is None or not _applies(rule, report, dtype, entry["change"]):
