@@ -319,12 +319,14 @@ def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch, forward
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("forward", gdt.FORWARDS)
-def test_forward_without_autograd_keeps_nothing(monkeypatch, forward):
+@pytest.mark.parametrize("forward, redo", [("passes", False), ("chain", False),
+                                           ("chain", True)])
+def test_forward_without_autograd_keeps_nothing(monkeypatch, forward, redo):
     """Under torch.no_grad (or with no input needing a gradient) the forward forms only
     what its outputs need: the same o and final state, bit for bit, as a call that keeps
-    the backward's tensors, and nothing saved on the graph."""
-    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward=forward,
+    the backward's tensors, and nothing saved on the graph. With "redo" the one-launch
+    forward forms W and Uv a second time instead of storing them: the same bits."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward=forward, redo=redo,
                                           chain=dict(chunks=2, num_warps=1, num_stages=1)))
     leaves = make_leaves(1, 70, 2, 24, 20, torch.float32)
     kept = kernel(*leaves, True)

@@ -133,11 +133,30 @@ def test_chained_forward(monkeypatch, case):
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("reach", [2, 3, 5])
+def test_chained_forward_reach(monkeypatch, reach):
+    """Each program bases its start state on the state `reach` chunks back and the chunks
+    between (5 chunks of 64 steps, a ragged tail): reach 5 puts every chunk's base at the
+    initial state; with and without one, weak decay so that early chunks still count."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, forward="chain", chunk=64, reach=reach))
+    check(2, 300, 3, 12, 20, torch.float32, 0.1, True, True)
+    check(1, 260, 2, 32, 32, torch.bfloat16, 1.0, False, True)
+
+
+def test_reach_checked(monkeypatch):
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), forward="chain", reach=0))
+    leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]
+    with pytest.raises(ValueError, match=r"reach.*positive integer.*got 0"):
+        chunk_gla_triton(*leaves[:4], -torch.exp(leaves[4]))
+
+
+@pytest.mark.triton
 @pytest.mark.skipif(DEVICE != "cuda", reason="the programs' order matters only on a GPU")
-def test_chained_forward_is_deterministic(monkeypatch):
+@pytest.mark.parametrize("reach", [1, 4])
+def test_chained_forward_is_deterministic(monkeypatch, reach):
     """Whichever program takes which ticket, every state is formed by the same operations:
     two calls give the same bits."""
-    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, forward="chain"))
+    monkeypatch.setattr(gtc, ACTIVE, dict(gtc.CONFIGS, forward="chain", reach=reach))
     v, b, c, g, A_log, h0 = (t.detach() for t in make_leaves(4, 1000, 8, 32, 32,
                                                                torch.float32))
     first = chunk_gla_triton(v, b, c, g, -torch.exp(A_log), h0, True)

@@ -74,7 +74,7 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
                       BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                       NB: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
                       PRECISION: tl.constexpr, INVERSE: tl.constexpr, PAIRS: tl.constexpr,
-                      KEEP: tl.constexpr):
+                      KEEP: tl.constexpr, REDO: tl.constexpr):
     """One stretch of NB chunks of one (b, h), by ticket. flags[0] counts the tickets;
     flags[1 + k·BH + bh] is raised once the state stretch k + 1 starts with is stored, as
     hs[bh, (k + 1)·NB]. If KEEP (the backward will run), hs[bh, j] receives every chunk
@@ -133,8 +133,9 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_w = tl.dot(b_Ti, b_Kt * b_beta[:, None], input_precision=PRECISION)  # [BT, BS] W
         b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD] Uv
         o_row = row0 + o_t[:, None] * H  # [BT, 1]
-        tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
-        tl.store(u + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])
+        if not REDO:
+            tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
+            tl.store(u + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])
         b_G = tl.exp2(b_lend * b_A2)[:, None]  # [BS, 1] Γ_C
         b_WM = tl.dot(b_w, b_M, input_precision=PRECISION)  # [BT, BS]
         b_M = b_M * b_G - tl.dot(tl.trans(b_kh), b_WM, input_precision=PRECISION)
@@ -163,15 +164,25 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         m_tD = m_t[:, None] & m_d[None, :]
         if KEEP:
             tl.store(p_hs + j * S * D, b_h, mask=m_h & (j > 0))  # the first is stored above
-        b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD] Uv
+        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
+        b_l, b_lend = _gate_sums(b_g, o_i, BT)
+        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        if REDO:  # W and Uv formed again, as in step 1
+            b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)
+            b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
+            b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                PAIRS == "product", PRECISION)
+            b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
+            b_w = tl.dot(b_Ti, b_Kt * b_beta[:, None], input_precision=PRECISION)  # W
+            b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+            b_u = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # Uv
+        else:
+            b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+            b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD] Uv
         b_u -= tl.dot(b_w, b_h, input_precision=PRECISION)  # [BT, BD] U
         if KEEP:
             tl.store(u + o_row * D + o_d[None, :], b_u, mask=m_tD)
-        b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
-        b_l, b_lend = _gate_sums(b_g, o_i, BT)
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] Q̃
         b_P, b_kh = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT,
                            PAIRS == "product", PRECISION)  # [BT, BT] the pairs P, [BT, BS] K̂

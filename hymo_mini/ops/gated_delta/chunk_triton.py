@@ -121,7 +121,7 @@ PAIRS = ("levels", "auto")
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
 # benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
 # at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
-CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto",
+CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto", "redo": False,
            "chain": dict(chunks=4, num_warps=1, num_stages=1),
            "wy_fwd": dict(num_warps=1, num_stages=1),
            "output": dict(num_warps=1, num_stages=1),
@@ -148,6 +148,7 @@ CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_st
                  "state_bwd": dict(split=16, num_warps=4, num_stages=3)}
 # the interpreter runs programs one after another: short chunks, fewest programs
 INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "levels",
+                     "redo": False,
                      "chain": dict(chunks=2, num_warps=1, num_stages=1),
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
@@ -244,7 +245,8 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                 v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H,
                 i * programs, **sizes, BD=BD, LOG2_BT=BT.bit_length() - 1, NB=NB,
                 USE_H0=h0 is not None, STORE_HT=output_final_state, PRECISION=precision,
-                INVERSE=_config("inverse"), PAIRS=one, KEEP=keep, **_launch("chain", half))
+                INVERSE=_config("inverse"), PAIRS=one, KEEP=keep,
+                REDO=not keep and _config("redo"), **_launch("chain", half))
         return o, ht, hs, u, w, mk, ti
     marks = _new_marks(v, NC, pairs)
     for one in launches(pairs):

@@ -83,23 +83,39 @@ def _hand_on(p_next, b_next, m_h, flags, i_c, i_bh, BH):
 
 
 @triton.jit
-def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, BH,
+def _wait_for(p_flag):
+    """Spin until the int32 flag at p_flag is 1 (acquire: what was stored before it was
+    raised is visible after)."""
+    ready = tl.atomic_add(p_flag, 0, sem="acquire")
+    while ready != 1:
+        ready = tl.atomic_add(p_flag, 0, sem="acquire")
+
+
+@triton.jit
+def _raise(p_flag):
+    tl.debug_barrier()  # every lane's part of what the flag announces is stored before it
+    tl.atomic_xchg(p_flag, 1, sem="release")
+
+
+@triton.jit
+def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, dh, ls, flags, marks, T, BH,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                       BS: tl.constexpr, BD: tl.constexpr, BT: tl.constexpr,
-                      LOG2_BT: tl.constexpr, PIECE: tl.constexpr, USE_H0: tl.constexpr,
-                      STORE_HT: tl.constexpr, STORE_HB: tl.constexpr,
+                      LOG2_BT: tl.constexpr, PIECE: tl.constexpr, REACH: tl.constexpr,
+                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr, STORE_HB: tl.constexpr,
                       PAIRS: tl.constexpr, PRECISION: tl.constexpr):
-    """One chunk of one (b, h), by ticket: its end state handed on, then its outputs.
-    flags[0] counts the tickets; flags[1 + k·BH + bh] is raised once hs[bh, k + 1] is
-    stored. hs[bh, k] receives H_k for every chunk k (the backward reads them). With
-    PAIRS = "product" the outputs of the chunks whose blocks all fit the one product; the
-    others are marked in marks (B·H·NC int32) for a second launch, the output kernel's
-    with PAIRS = "rest" (``chunk_blocks._claims``); their states are handed on all the
-    same (ΔH does not use the pairs)."""
+    """One chunk k of one (b, h), by ticket: its start state H_k from H_{k-REACH} and the
+    REACH chunks between, then its outputs. flags[0] counts the tickets; with NF = B·H·NC,
+    flags[1 + k·BH + bh] is raised once hs[bh, k] = H_k is stored, flags[1 + NF + k·BH +
+    bh] once dh[bh, k] = ΔH_k and ls[bh, k] = L_end are. With PAIRS = "product" the
+    outputs of the chunks whose blocks all fit the one product; the others are marked in
+    marks (B·H·NC int32) for a second launch, the output kernel's with PAIRS = "rest"
+    (``chunk_blocks._claims``); their states are formed and stored all the same."""
     ticket = tl.atomic_add(flags, 1)  # the order this program started in
     i_c, i_bh = ticket // BH, ticket % BH
     i_b, i_h = i_bh // H, i_bh % H
     NC = tl.cdiv(T, BC)
+    NF = BH * NC
     o_s, o_d = tl.arange(0, BS), tl.arange(0, BD)
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]
@@ -107,8 +123,10 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, BH,
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     row0 = i_b.to(tl.int64) * T * H + i_h
     NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)  # blocks in this chunk
+    p_k = i_bh.to(tl.int64) * NC  # (bh, chunk 0) in hs, dh and ls
     # 1. what the chunk adds on its own, ΔH = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s, and its
-    #    whole gate sum L_end: PIECE steps at a time, each piece one product
+    #    whole gate sum L_end: PIECE steps at a time, each piece one product; both published
+    #    for the REACH chunks after this one
     b_dh = tl.zeros([BS, BD], dtype=tl.float32)
     b_Lend = 0.0
     o_p = tl.arange(0, PIECE)
@@ -118,16 +136,40 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, BH,
                                   H, PRECISION)
         b_dh = b_dh * tl.exp2(b_Lp * b_A2)[:, None] + b_dp  # the earlier pieces decayed on
         b_Lend += b_Lp
-    # 2. the state the chunk starts with
-    p_hs = hs + i_bh.to(tl.int64) * NC * S * D + o_sd  # [BS, BD] chunk 0's
-    b_h = _state_handed_on(p_hs + i_c * S * D, h0, flags, i_c, i_bh, BH, o_sd, m_h, S, D, BS,
-                           BD, USE_H0)
-    # 3. the state the next chunk starts with, handed on
-    b_next = b_h * tl.exp2(b_Lend * b_A2)[:, None] + b_dh  # [BS, BD]
     if i_c + 1 < NC:
-        _hand_on(p_hs + (i_c + 1) * S * D, b_next, m_h, flags, i_c, i_bh, BH)
-    elif STORE_HT:
-        tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd, b_next, mask=m_h)
+        tl.store(dh + (p_k + i_c) * S * D + o_sd, b_dh, mask=m_h)
+        tl.store(ls + p_k + i_c, b_Lend)
+        _raise(flags + 1 + NF + i_c * BH + i_bh)
+    # 2. the chunks between the base and this one, on their own: P = what they add, decayed
+    #    to this chunk's start, and Λ, their gate sum (none for chunk 0)
+    lo = tl.maximum(i_c - REACH, 0)  # the base: H_lo (the initial state for lo = 0)
+    b_p = tl.zeros([BS, BD], dtype=tl.float32)
+    b_lam = 0.0
+    for j in range(lo, i_c):
+        _wait_for(flags + 1 + NF + j * BH + i_bh)
+        b_lj = tl.load(ls + p_k + j, cache_modifier=".cg")
+        b_dj = tl.load(dh + (p_k + j) * S * D + o_sd, mask=m_h, other=0.0, cache_modifier=".cg")
+        first = j == lo  # (a select, not 0 · P: the first term stays exactly itself)
+        b_p = tl.where(first, b_dj, b_p * tl.exp2(b_lj * b_A2)[:, None] + b_dj)
+        b_lam = tl.where(first, b_lj, b_lam + b_lj)
+    # 3. the chunk's start state, H_k = exp(Λ A) ⊙ H_lo + P: the one step on the chain
+    if lo == 0:
+        b_h = tl.zeros([BS, BD], dtype=tl.float32)
+        if USE_H0:
+            b_h += tl.load(h0 + i_bh.to(tl.int64) * S * D + o_sd, mask=m_h, other=0.0)
+    else:
+        _wait_for(flags + 1 + lo * BH + i_bh)
+        b_h = tl.load(hs + (p_k + lo) * S * D + o_sd, mask=m_h, other=0.0,
+                      cache_modifier=".cg")
+    if i_c > 0:
+        b_h = b_h * tl.exp2(b_lam * b_A2)[:, None] + b_p
+    tl.store(hs + (p_k + i_c) * S * D + o_sd, b_h, mask=m_h)
+    if i_c + REACH < NC:
+        _raise(flags + 1 + i_c * BH + i_bh)
+    if STORE_HT:
+        if i_c + 1 == NC:
+            tl.store(ht + i_bh.to(tl.int64) * S * D + o_sd,
+                     b_h * tl.exp2(b_Lend * b_A2)[:, None] + b_dh, mask=m_h)
     # 4. the chunk's outputs, block by block from H_k (with "product": if they fit)
     if PAIRS == "product":
         if _claims(marks + i_bh * NC + i_c, g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H,

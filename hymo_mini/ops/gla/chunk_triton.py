@@ -145,6 +145,7 @@ CONFIGS = {
     "block": 16,  # BT: steps per attention block: 16 or 32
     "block_states": "store",
     "forward": "chain",
+    "reach": 1,  # chunks from a program's base state to its own (the one-launch forward)
     "pairs": "auto",  # (the interpreter's settings below keep the levels: one launch)
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
@@ -169,6 +170,7 @@ INTERPRET_CONFIGS = {
     "block": 16,
     "block_states": "store",
     "forward": "chain",
+    "reach": 2,
     "pairs": "levels",
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=1 << 30, num_warps=1, num_stages=1),
@@ -235,6 +237,13 @@ def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision, pairs="levels", ma
             UNROLL=unroll, PAIRS=one, PRECISION=precision, **launch)
 
 
+def _reach() -> int:
+    reach = _config("reach")
+    if not (isinstance(reach, int) and not isinstance(reach, bool) and reach >= 1):
+        raise ValueError(f"CONFIGS['reach'] must be a positive integer, got {reach!r}")
+    return reach
+
+
 def _new_marks(v, NC):
     """One int32 per (batch, head, chunk): which chunks the product launch left."""
     B, _, H, _ = v.shape
@@ -264,13 +273,16 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
     hb = _new_block_states(v, S) if store else hs
     if how == "chain":  # one launch: each program hands its chunk's end state on
         BS, BD = _blocks(S, D)
-        flags = torch.zeros(1 + B * H * NC, dtype=torch.int32, device=v.device)
+        flags = torch.zeros(1 + 2 * B * H * NC, dtype=torch.int32, device=v.device)
+        dh = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # each chunk's ΔH
+        ls = v.new_empty(B * H, NC, dtype=torch.float32)  # and its gate sum
         launch = {k: x for k, x in _config("output_fwd").items() if k != "unroll"}
         auto = _config("pairs") == "auto"
         marks = _new_marks(v, NC) if auto else flags
         _chain_fwd_kernel[(NC * B * H,)](
-            v, b, c, g, A, h0, hs, ht, o, hb, flags, marks, T, B * H, H=H, S=S, D=D, BC=BC,
-            BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
+            v, b, c, g, A, h0, hs, ht, o, hb, dh, ls, flags, marks, T, B * H, H=H, S=S, D=D,
+            BC=BC, BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
+            REACH=_reach(),
             USE_H0=h0 is not None, STORE_HT=output_final_state, STORE_HB=hb is not hs,
             PAIRS="product" if auto else "levels", PRECISION=precision, **launch)
         if auto:  # the chunks that did not fit, by the levels, from the states handed on
