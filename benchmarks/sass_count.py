@@ -149,19 +149,20 @@ def _io(dtype: str) -> str:
 PRECISION = {"bf16": "tf32", "fp32": "tf32x3"}  # fp32 inputs: fp32-grade products (default)
 
 
-def gla_chain(dtype: str, pairs: str) -> tuple:
+def gla_chain(dtype: str, pairs: str, reach: int = 1) -> tuple:
     """The gla forward in one launch at the benchmark's S = D = 32, H = 40."""
     from hymo_mini.ops.gla.chunk_chain import _chain_fwd_kernel
     io = _io(dtype)
     sig = dict(v=io, b=io, c=io, g=io, A="*fp32", h0="*fp32", hs="*fp32", ht="*fp32", o=io,
-               hb="*fp32", flags="*i32", marks="*i32", T="i32", BH="i32")
+               hb="*fp32", dh="*fp32", ls="*fp32", flags="*i32", marks="*i32", T="i32",
+               BH="i32")
     consts = dict(H=40, S=32, D=32, BC=128, BS=32, BD=32, BT=16, LOG2_BT=4, PIECE=64,
-                  USE_H0=False, STORE_HT=False, STORE_HB=False, PAIRS=pairs,
+                  REACH=reach, USE_H0=False, STORE_HT=False, STORE_HB=False, PAIRS=pairs,
                   PRECISION=PRECISION[dtype])
     return _chain_fwd_kernel, sig, consts
 
 
-def delta_chain(dtype: str, pairs: str, keep: bool) -> tuple:
+def delta_chain(dtype: str, pairs: str, keep: bool, redo: bool = False) -> tuple:
     """The delta rule's forward in one launch, stretches of 8 chunks of 16 steps."""
     from hymo_mini.ops.gated_delta.chunk_chain import _chain_fwd_kernel
     io = _io(dtype)
@@ -170,7 +171,7 @@ def delta_chain(dtype: str, pairs: str, keep: bool) -> tuple:
                BH="i32", T0="i32")
     consts = dict(H=40, S=32, D=32, BS=32, BD=32, BT=16, LOG2_BT=4, NB=8, USE_H0=False,
                   STORE_HT=False, PRECISION=PRECISION[dtype], INVERSE="levels", PAIRS=pairs,
-                  KEEP=keep)
+                  KEEP=keep, REDO=redo)
     return _chain_fwd_kernel, sig, consts
 
 
@@ -198,6 +199,13 @@ def cases() -> dict:
             out[f"gla_chain_{dtype}_{pairs}"] = (
                 dict(kernel="gla chunk_chain._chain_fwd_kernel", dtype=dtype, pairs=pairs),
                 lambda d=dtype, p=pairs: gla_chain(d, p))
+        out[f"gla_chain_{dtype}_product_reach4"] = (
+            dict(kernel="gla chunk_chain._chain_fwd_kernel", dtype=dtype, pairs="product",
+                 reach=4), lambda d=dtype: gla_chain(d, "product", 4))
+        out[f"delta_chain_{dtype}_product_redo"] = (
+            dict(kernel="gated_delta chunk_chain._chain_fwd_kernel", dtype=dtype,
+                 pairs="product", keep=False, redo=True),
+            lambda d=dtype: delta_chain(d, "product", False, True))
         for pairs, keep in (("levels", True), ("levels", False), ("product", True),
                             ("product", False)):
             out[f"delta_chain_{dtype}_{pairs}_{'keep' if keep else 'lean'}"] = (
