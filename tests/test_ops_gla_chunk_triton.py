@@ -143,6 +143,12 @@ def test_chained_forward_reach(monkeypatch, reach):
     check(1, 260, 2, 32, 32, torch.bfloat16, 1.0, False, True)
 
 
+def test_reach_auto_keeps_chains_short(monkeypatch):
+    """"auto": the least reach that keeps each chain within HOPS links."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), reach="auto"))
+    assert [gtc._reach(n) for n in (1, gtc.HOPS, gtc.HOPS + 1, 4 * gtc.HOPS)] == [1, 1, 2, 4]
+
+
 def test_reach_checked(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), forward="chain", reach=0))
     leaves = [t.detach() for t in make_leaves(1, 8, 1, 4, 4, torch.float32, False)]

@@ -142,6 +142,10 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
 # chunks was the fastest bf16 forward timed at both benchmark shapes, and in fp32 the
 # slowest (three products per dot; compiled for one warp, the kernel spills registers):
 # book/results/delta_forward_chain_{b4t4096,b1t16384}_h200_2026-12-02.json.
+# "redo" (the one-launch forward without a backward to follow): form each chunk's W and Uv
+# again in the walk instead of storing them in memory between. On an H200 it cut the bf16
+# forward at four sequences of 4,096 steps and slowed it at one of 16,384
+# (book/results/delta_redo_*_h200_2026-12-03.json, delta_settings_*), so it stays off.
 CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_stages=1),
                  "chunk_bwd": dict(num_warps=1, num_stages=1),
                  "state_fwd": dict(split=16, num_warps=4, num_stages=3),

@@ -1,42 +1,52 @@
-"""The chunked gla forward in one launch: each program hands its chunk's end state to the
-program of the next chunk, through memory, while the chunks' outputs run in parallel.
+"""The chunked gla forward in one launch: each program forms its chunk's start state from
+a state stored by an earlier program and what the chunks between add, while the chunks'
+outputs run in parallel.
 
 The three-launch forward of ``hymo_mini.ops.gla.chunk_triton`` computes what every chunk
 adds on its own (ΔH_k), chains the chunk states in a light sequential scan,
 
-    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k ,
+    H_{k+1} = exp(L_k A) ⊙ H_k + ΔH_k      (L_k: chunk k's gate sum) ,
 
 and then lets a program per chunk walk its blocks from H_k. Each chunk state goes through
 memory three times (ΔH written, rewritten by the scan, read by the outputs), and each
 launch waits for the one before to finish. Here one program per (chunk, batch, head) does
-all three steps for its chunk, and each state is written once and read once:
+all three steps for its chunk:
 
-1. ΔH_k, what the chunk writes decayed to its end, as ``chunk_states._chunk_delta_kernel``
-   computes it: one product over PIECE steps (64 at most, so that a tile stays in
-   registers), pieces chained by their decay;
-2. H_k: from the initial state for the first chunk, otherwise from the program of chunk
-   k - 1, which stores it and then raises a flag; this program waits for the flag;
-3. H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k, stored, then its own flag raised for chunk k + 1;
-   then the block walk from H_k with outputs, as in the three-launch forward.
+1. ΔH_k and L_k, as ``chunk_states._chunk_delta_kernel`` computes them (one product over
+   PIECE steps, 64 at most so that a tile stays in registers, pieces chained by their
+   decay), stored, then a flag raised: nothing here waits for another program;
+2. the chunks between its base and itself, lo = max(k - R, 0) .. k - 1 with R the reach,
+   on their own: P = what they add, decayed to chunk k's start, by the recurrence above
+   from zero, and Λ = L_lo + ... + L_{k-1}; their flags are waited for, but those
+   programs did not wait for anyone;
+3. H_k = exp(Λ A) ⊙ H_lo + P, with H_lo the initial state for lo = 0 and otherwise the
+   state the program of chunk lo stored (after waiting for its flag); H_k stored, then
+   its own flag raised for the program of chunk k + R;
+4. the block walk from H_k with outputs, as in the three-launch forward.
 
-Only step 3's multiply-add, with the wait and the hand-over, lies on the chain from the
-first chunk to the last: the two walks of a chunk overlap with the chain of every other
-chunk. Each state is formed by the same operations whichever program runs first, so the
-result is deterministic.
+Only step 3 lies on a chain: H_k waits for H_{k-R}, which waited for H_{k-2R}, ... so the
+states hand on along R interleaved chains of about NC / R links each, not one of NC. Each
+link is a store, a flag and a read through the GPU's L2 cache, one after another, so a long
+sequence with few heads, whose programs would otherwise wait on one long chain, gains most
+(CONFIGS["reach"] says what was measured). The price is R reads of a
+ΔH per program. With R = 1 it is the plain chain: H_k = exp(L_{k-1} A) ⊙ H_{k-1} +
+ΔH_{k-1}. Each state is formed by the same operations whichever program runs first, so the
+result is deterministic (for one R; two reaches group the same sums differently).
 
 Waiting for another program is safe only if that program is running or done. The GPU
 starts programs in an order it does not promise, so the program's chunk is not its
 program id: each program first takes a ticket from a counter (an atomic add) and works on
 the ticket's chunk, tickets handed out chunk-major (every (batch, head) of chunk 0, then
-of chunk 1, ...). A program with ticket t waits only for ticket t - B·H, which a running
-program took before it; so every wait ends. The flag is written with release semantics
-after the state (and a barrier, so every lane's stores are in), read with acquire, and the
-state read past the SM's L1 cache (``.cg``), where a stale copy could sit. Under the
-Triton interpreter programs run one after another in ticket order, and every wait ends at
-once.
+of chunk 1, ...). A program waits only for programs of earlier chunks, whose tickets were
+taken before its own by programs already running; so every wait ends. A flag is written
+with release semantics after what it announces (and a barrier, so every lane's stores are
+in), read with acquire, and what it announces read past the SM's L1 cache (``.cg``),
+where a stale copy could sit. Under the Triton interpreter programs run one after another
+in ticket order, and every wait ends at once.
 
 Memory: the chunk states hs (B·H·⌈T/BC⌉·S·D fp32, as the three launches keep them, so
-the backward finds them) and the counter and flags (1 + B·H·⌈T/BC⌉ int32, zeroed for
+the backward finds them); while the forward runs, every chunk's ΔH (as much again) and
+gate sum, and the counter and two flags per chunk (1 + 2·B·H·⌈T/BC⌉ int32, zeroed for
 every call).
 """
 

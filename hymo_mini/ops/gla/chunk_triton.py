@@ -9,9 +9,9 @@ GPU's tensor cores. Two lengths are in play:
   memory: H_k, the state chunk k starts with (S·D fp32 per chunk). What each chunk adds on
   its own, ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s, is chained from chunk to chunk,
   H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k: by default inside the one launch that also computes
-  the outputs, each program handing its chunk's end state to the next chunk's
-  (``hymo_mini.ops.gla.chunk_chain``), or by a parallel kernel for every ΔH_k and a light
-  sequential scan per (batch, head) (``CONFIGS["forward"] = "scan"``,
+  the outputs, each program forming its chunk's start state from one an earlier
+  program stored (``hymo_mini.ops.gla.chunk_chain``), or by a parallel kernel for every
+  ΔH_k and a light sequential scan per (batch, head) (``CONFIGS["forward"] = "scan"``,
   ``hymo_mini.ops.gla.chunk_states``).
 * **Blocks of BT = 16 steps** are where the decay-weighted attention is computed. A
   program per (chunk, batch, head) loads H_k and walks its blocks, carrying the state on
@@ -46,8 +46,8 @@ b ⊙ exp(-l A); the write carried to the block's end is b ⊙ exp(-l A) times e
 levels for the others; "levels" always takes the levels. The choice is not a branch
 inside the kernel (compiled for an H200 by Triton 3.6, a branch between the two forms gave
 wrong outputs: ``chunk_blocks``, AUTO_PAIRS) but two launches: the forward's launch forms
-the pairs by the product alone, and a program whose chunk does not fit hands its state on,
-marks the chunk and returns; then the output kernel, with the levels alone, returns at once
+the pairs by the product alone, and a program whose chunk does not fit stores its start
+state, marks the chunk and returns; then the output kernel, with the levels alone, returns at once
 from every chunk not marked and walks the marked ones from their stored start states.
 
 The backward, derived (per block; dH is the gradient of the loss with respect to the
@@ -140,25 +140,34 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # shapes in bf16 and in fp32 with TF32 products, and was within a few percent of the three
 # launches in fp32 with fp32-grade products. Over chunks of 64 the one launch waits on its
 # chain of chunks when there are few, long sequences.
+# "reach" (the one launch): a program forms its chunk's start state from the state "reach"
+# chunks back, so the states hand on along "reach" interleaved chains of ⌈NC / reach⌉ links
+# instead of one of NC (``chunk_chain``). "auto" takes the least reach that keeps a chain
+# within HOPS links. On an H200 (book/results/gla_reach_*_h200_2026-12-03.json and
+# gla_settings_*): at one sequence of 16,384 steps (128 chunks) reach 4 cut the forward's
+# device time in bf16 and fp32; at four of 4,096 (32 chunks each) reach 1 was the fastest.
+# "output_fwd" num_stages=2 (the next block's loads started while one computes) was faster
+# in bf16 at both shapes with reach 4 and did not slow fp32 there.
+HOPS = 32
 CONFIGS = {
     "chunk": 128,  # BC: steps per stored state
     "block": 16,  # BT: steps per attention block: 16 or 32
     "block_states": "store",
     "forward": "chain",
-    "reach": 1,  # chunks from a program's base state to its own (the one-launch forward)
+    "reach": "auto",  # chunks from a program's base state to its own (one launch)
     "pairs": "auto",  # (the interpreter's settings below keep the levels: one launch)
     "chunk_delta": dict(num_warps=1, num_stages=1),
     "state_scan": dict(split=16, num_warps=1, num_stages=3),
-    "output_fwd": dict(num_warps=1, num_stages=1),
+    "output_fwd": dict(num_warps=1, num_stages=2),
     "state_bwd": dict(split=16, num_warps=1, num_stages=3),
     "chunk_bwd": dict(num_warps=1, num_stages=1),
 }
 BLOCKS = (16, 32)
 BLOCK_STATES = ("store", "recompute")
 # "forward", how the chunk states are chained: "scan", in three launches (every chunk's ΔH,
-# the sequential scan, the outputs); "chain", in one, each program waiting for the state the
-# program of the chunk before hands on (hymo_mini.ops.gla.chunk_chain). The same states,
-# each written once and read once, in one launch instead of three.
+# the sequential scan, the outputs); "chain", in one, each program waiting for the state an
+# earlier chunk's program stored ("reach" chunks back; hymo_mini.ops.gla.chunk_chain): one
+# launch instead of three, each chunk state written once.
 FORWARDS = ("scan", "chain")
 # "pairs", how the forward forms a block's decay-weighted pairs: "levels", always by the
 # levels (every factor in [0, 1]); "auto", by one product in every chunk whose blocks' decay
@@ -237,10 +246,15 @@ def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision, pairs="levels", ma
             UNROLL=unroll, PAIRS=one, PRECISION=precision, **launch)
 
 
-def _reach() -> int:
+def _reach(NC: int) -> int:
+    """The one-launch forward's reach for a sequence of NC chunks: CONFIGS["reach"], or for
+    "auto" the least that keeps each chain of hand-overs within HOPS links."""
     reach = _config("reach")
+    if reach == "auto":
+        return max(1, triton.cdiv(NC, HOPS))
     if not (isinstance(reach, int) and not isinstance(reach, bool) and reach >= 1):
-        raise ValueError(f"CONFIGS['reach'] must be a positive integer, got {reach!r}")
+        raise ValueError(f"CONFIGS['reach'] must be a positive integer or 'auto', got "
+                         f"{reach!r}")
     return reach
 
 
@@ -271,7 +285,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
     # chunk, else stored here or rebuilt by the backward
     store = for_backward and BT < BC and block_states == "store"
     hb = _new_block_states(v, S) if store else hs
-    if how == "chain":  # one launch: each program hands its chunk's end state on
+    if how == "chain":  # one launch: each program stores its chunk's start state
         BS, BD = _blocks(S, D)
         flags = torch.zeros(1 + 2 * B * H * NC, dtype=torch.int32, device=v.device)
         dh = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # each chunk's ΔH
@@ -282,7 +296,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
         _chain_fwd_kernel[(NC * B * H,)](
             v, b, c, g, A, h0, hs, ht, o, hb, dh, ls, flags, marks, T, B * H, H=H, S=S, D=D,
             BC=BC, BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, PIECE=min(BC, 64),
-            REACH=_reach(),
+            REACH=_reach(NC),
             USE_H0=h0 is not None, STORE_HT=output_final_state, STORE_HB=hb is not hs,
             PAIRS="product" if auto else "levels", PRECISION=precision, **launch)
         if auto:  # the chunks that did not fit, by the levels, from the states handed on
