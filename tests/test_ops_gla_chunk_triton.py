@@ -144,9 +144,11 @@ def test_chained_forward_reach(monkeypatch, reach):
 
 
 def test_reach_auto_keeps_chains_short(monkeypatch):
-    """"auto": the least reach that keeps each chain within HOPS links."""
+    """"auto": REACH, or more where a chain would pass HOPS links."""
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), reach="auto"))
-    assert [gtc._reach(n) for n in (1, gtc.HOPS, gtc.HOPS + 1, 4 * gtc.HOPS)] == [1, 1, 2, 4]
+    n = gtc.HOPS * gtc.REACH
+    assert [gtc._reach(k) for k in (1, n, n + 1, 4 * n)] == [gtc.REACH, gtc.REACH,
+                                                             gtc.REACH + 1, 4 * gtc.REACH]
 
 
 def test_reach_checked(monkeypatch):

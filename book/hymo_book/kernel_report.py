@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hymo_book import kernel_forward
+from hymo_book import kernel_forward, kernel_settings
 from hymo_book.kernel_chapter import document_launches, launches_per_step
 from hymo_book.kernel_runs import DELTA_AUTO_PEERS, delta_entries
 from hymo_book.results import CaptionedTable, load_result, run_caption
@@ -152,7 +152,8 @@ def targets_summary() -> CaptionedTable:
     (``kernel_runs.DELTA_AUTO_PEERS``, the shapes and dtypes it timed), and its forward alone per
     dtype at the setting in use, worst of two shapes (``kernel_forward.DELTA_CHAIN_RUNS``);
     and both rules' forwards alone with the pairs "auto" (``kernel_forward.PAIRS_RUNS``), per
-    dtype, worst of two shapes."""
+    dtype, worst of two shapes; and the gla forward's device time at the reach adopted
+    (``kernel_settings.REACH_RUNS``, ``ADOPTED``), per dtype, worst of two shapes."""
     from hymo_book.kernel_targets import TARGETS, chunk_targets, kernel_only
 
     gla = chunk_targets()
@@ -226,6 +227,13 @@ def targets_summary() -> CaptionedTable:
                          "met": r["auto_ratio"] <= limit,
                          "where": f"{words}, worst of {len(timed)} shapes: "
                                   f"{r['shape'].replace('_', ' ')}"})
+    reach = kernel_settings.settings_table(kernel_settings.REACH_RUNS)
+    for key, r in kernel_settings.device_ratios(reach, kernel_settings.ADOPTED).items():
+        rows.append({"target": "gla: forward, device time / a copy of its bytes, reach 4",
+                     "limit": TARGETS["fwd_vs_copy"], "worst": r["device_ratio"],
+                     "met": r["device_ratio"] <= TARGETS["fwd_vs_copy"],
+                     "where": f"{kernel_forward.DTYPES[key]}, worst of 2 shapes: "
+                              f"{r['shape'].replace('_', ' ')}"})
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -235,5 +243,5 @@ def targets_summary() -> CaptionedTable:
                          run_caption(load_result(kernel_forward.DISPATCH_RUN)),
                          *(run_caption(r) for r in reports), run_caption(auto_run),
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
-                         kernel_forward.pairs_table().caption])
+                         kernel_forward.pairs_table().caption, reach.caption])
     return CaptionedTable(table, caption, rows)

@@ -12,8 +12,9 @@ from hymo_book.kernel_forward import DELTA_DTYPES as DTYPES  # bf16; fp32, fp32-
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
-__all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "DTYPES", "change_label", "settings_table",
-           "comparisons", "keepers", "handoffs"]
+__all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
+           "ADOPTED", "STAGES_RUNS", "DTYPES", "change_label", "settings_table", "comparisons", "keepers",
+           "fastest", "handoffs", "device_ratios"]
 
 # one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
 # change of each ({}) is the setting in use
@@ -24,6 +25,22 @@ SETTINGS_RUNS = {"gla": ("gla_auto_b4t4096_h200_2026-12-03.json",
 # the gla one-launch forward at one long sequence handing its states on by flags (in use) and
 # by a tagged ring (tree d216649; slower, so taken out again in the next commit)
 HANDOFF_RUN = "gla_handoff_b1t16384_h200_2026-12-03.json"
+# the gla one-launch forward reaching back 1 (as it was), 2, 4 and 8 chunks, and reach 4 with
+# the output walk's num_stages = 2 (tree 6e429f0, one run a shape); the delta rule's forward
+# forming W and Uv twice ("redo") in the same call
+REACH_RUNS = {"gla": ("gla_reach_b4t4096_h200_2026-12-03.json",
+                      "gla_reach_b1t16384_h200_2026-12-03.json")}
+REDO_RUNS = {"delta": ("delta_redo_b4t4096_h200_2026-12-03.json",
+                       "delta_redo_b1t16384_h200_2026-12-03.json")}
+# the next call, same tree: reach 4 at more launch settings (no run of the setting in use)
+REACH_SETTINGS_RUNS = {"gla": ("gla_settings_b4t4096_h200_2026-12-03.json",
+                               "gla_settings_b1t16384_h200_2026-12-03.json")}
+# the setting adopted (reach 4, num_stages = 2: the REACH_RUNS change below)
+ADOPTED = {"reach": 4, "output_fwd": {"num_warps": 1, "num_stages": 2}}
+# a later call (tree c050ead, reach by chain length: 1 at B = 4, 4 at B = 1; num_stages = 2),
+# three dtypes; its calls' times (do_bench) were out of line with every other run
+STAGES_RUNS = {"gla": ("gla_defaults_b4t4096_h200_2026-12-03.json",
+                       "gla_defaults_b1t16384_h200_2026-12-03.json")}
 
 
 def change_label(change: dict) -> str:
@@ -47,18 +64,19 @@ def change_label(change: dict) -> str:
 
 
 def _applies(rule: str, report: dict, dtype: str, change: dict) -> bool:
-    """Whether a change can matter to that dtype's forward: the delta rule's "chain"
-    settings only where that dtype's forward is the one launch."""
-    if rule != "delta" or set(change) != {"chain"}:
+    """Whether a change can matter to that dtype's forward: the delta rule's "chain" and
+    "redo" settings only where that dtype's forward is the one launch (unless the change
+    sets the forward too)."""
+    if rule != "delta" or "forward" in change or not set(change) & {"chain", "redo"}:
         return True
     table = report["configs_16bit"] if dtype == "bfloat16" else {}
     return {**report["configs"], **table}["forward"] == "chain"
 
 
-def settings_table(runs: dict = SETTINGS_RUNS) -> CaptionedTable:
+def settings_table(runs: dict = SETTINGS_RUNS, dtypes: dict = DTYPES) -> CaptionedTable:
     """Every (rule, shape, setting, dtype) of the runs, where the setting applies: the
     forward per call (ms), its launches' device time (ms) and that over the copy of its
-    bytes, the forward + backward (ms) and its peak (MiB)."""
+    bytes, the forward + backward (ms) and its peak (MiB). ``dtypes``: {key: words}."""
     rows, values, captions = [], [], []
     for rule, names in runs.items():
         for name in names:
@@ -66,7 +84,7 @@ def settings_table(runs: dict = SETTINGS_RUNS) -> CaptionedTable:
             captions.append(run_caption(report))
             shape = report["shape"]
             for entry in report[f"{rule}_forward_changes"]["changes"]:
-                for dtype, words in DTYPES.items():
+                for dtype, words in dtypes.items():
                     f = entry.get("forward", {}).get(dtype)
                     if f is None or not _applies(rule, report, dtype, entry["change"]):
                         continue
@@ -110,6 +128,27 @@ def keepers(table: CaptionedTable) -> list[str]:
     than the setting in use. Labels, as "rule: setting"."""
     return [f"{rule}: {label}" for (rule, label), cases in comparisons(table).items()
             if all(c["faster"] and c["no_slower_fwdbwd"] for c in cases)]
+
+
+def fastest(table: CaptionedTable) -> dict[tuple[str, str, str], dict]:
+    """{(rule, shape, dtype): the row with the shortest device time}."""
+    out: dict[tuple[str, str, str], dict] = {}
+    for r in table.rows:
+        key = (r["rule"], r["shape"], r["dtype"])
+        if key not in out or r["device_ms"] < out[key]["device_ms"]:
+            out[key] = r
+    return out
+
+
+def device_ratios(table: CaptionedTable, change: dict) -> dict[str, dict]:
+    """{dtype: the row of ``change`` with the largest device time over the copy}: the worst
+    shape of a setting, per dtype."""
+    worst: dict[str, dict] = {}
+    for r in table.rows:
+        if r["change"] == change and (r["dtype"] not in worst
+                                      or r["device_ratio"] > worst[r["dtype"]]["device_ratio"]):
+            worst[r["dtype"]] = r
+    return worst
 
 
 def handoffs(run: str = HANDOFF_RUN) -> dict[str, dict[str, dict]]:

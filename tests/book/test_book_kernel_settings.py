@@ -56,3 +56,35 @@ def test_handoffs_read_both_ways_per_dtype():
                                                           for v in got.values())
     assert got["bfloat16"]["ring"]["device_ms"] == changes[1]["forward"]["bfloat16"][
         "kernels_sum_ms"]
+
+
+def test_reach_runs_name_the_adopted_setting():
+    """The rule keeps the setting the package adopted, and the targets' worst cases are its
+    rows (device time over the copy, per dtype)."""
+    table = ks.settings_table(ks.REACH_RUNS)
+    assert ks.keepers(table) == [f"gla: {ks.change_label(ks.ADOPTED)}"]
+    worst = ks.device_ratios(table, ks.ADOPTED)
+    assert set(worst) == {"bfloat16", "float32"}
+    for dtype, row in worst.items():
+        assert row["device_ratio"] == max(r["device_ratio"] for r in table.rows
+                                          if r["change"] == ks.ADOPTED and r["dtype"] == dtype)
+    best = ks.fastest(table)
+    assert all(r["device_ms"] == min(x["device_ms"] for x in table.rows
+                                     if (x["rule"], x["shape"], x["dtype"]) == key)
+               for key, r in best.items())
+
+
+def test_redo_applies_only_to_the_one_launch():
+    """fp32 runs the delta forward in passes: "redo" alone does not reach it, and the change
+    that also sets the forward does."""
+    table = ks.settings_table(ks.REDO_RUNS)
+    fp32 = [r["change"] for r in table.rows if r["dtype"] == "float32"]
+    assert {"redo": True} not in fp32 and {"forward": "chain", "redo": True} in fp32
+    assert len(table.rows) == 2 * (3 + 2)  # two shapes: bf16 three changes, fp32 two
+
+
+def test_adopted_setting_is_in_force():
+    import hymo_mini.ops.gla.chunk_triton as gtc
+
+    assert gtc.REACH == ks.ADOPTED["reach"] and gtc.CONFIGS["reach"] == "auto"
+    assert gtc.CONFIGS["output_fwd"] == ks.ADOPTED["output_fwd"]

@@ -142,13 +142,14 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # chain of chunks when there are few, long sequences.
 # "reach" (the one launch): a program forms its chunk's start state from the state "reach"
 # chunks back, so the states hand on along "reach" interleaved chains of ⌈NC / reach⌉ links
-# instead of one of NC (``chunk_chain``). "auto" takes the least reach that keeps a chain
-# within HOPS links. On an H200 (book/results/gla_reach_*_h200_2026-12-03.json and
-# gla_settings_*): at one sequence of 16,384 steps (128 chunks) reach 4 cut the forward's
-# device time in bf16 and fp32; at four of 4,096 (32 chunks each) reach 1 was the fastest.
+# instead of one of NC (``chunk_chain``). "auto" takes REACH, or more where a chain would
+# have more than HOPS links. On an H200 (book/results/gla_reach_*_h200_2026-12-03.json), at
+# one sequence of 16,384 steps (128 chunks) reach 2 to 8 cut the forward's device time in
+# bf16 and fp32, and at four of 4,096 (32 chunks each) reach 1 was the fastest; reach 4 with
 # "output_fwd" num_stages=2 (the next block's loads started while one computes) was faster
-# in bf16 at both shapes with reach 4 and did not slow fp32 there.
-HOPS = 32
+# than the setting before at both shapes in both dtypes, forward + backward no slower. (HOPS
+# only extends that to longer sequences: not measured.)
+REACH, HOPS = 4, 32
 CONFIGS = {
     "chunk": 128,  # BC: steps per stored state
     "block": 16,  # BT: steps per attention block: 16 or 32
@@ -248,10 +249,10 @@ def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision, pairs="levels", ma
 
 def _reach(NC: int) -> int:
     """The one-launch forward's reach for a sequence of NC chunks: CONFIGS["reach"], or for
-    "auto" the least that keeps each chain of hand-overs within HOPS links."""
+    "auto" REACH, or more if a chain of hand-overs would have more than HOPS links."""
     reach = _config("reach")
     if reach == "auto":
-        return max(1, triton.cdiv(NC, HOPS))
+        return max(REACH, triton.cdiv(NC, HOPS))
     if not (isinstance(reach, int) and not isinstance(reach, bool) and reach >= 1):
         raise ValueError(f"CONFIGS['reach'] must be a positive integer or 'auto', got "
                          f"{reach!r}")
