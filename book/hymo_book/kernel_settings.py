@@ -13,8 +13,8 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
-           "ADOPTED", "STAGES_RUNS", "DTYPES", "change_label", "settings_table", "comparisons", "keepers",
-           "fastest", "handoffs", "device_ratios"]
+           "ADOPTED", "STAGES_RUNS", "DTYPES", "change_label", "settings_table", "comparisons",
+           "keepers", "fastest", "handoffs", "device_ratios"]
 
 # one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
 # change of each ({}) is the setting in use
