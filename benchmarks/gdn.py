@@ -58,7 +58,8 @@ from benchmarks import record  # noqa: E402
 from hymo_mini import ops  # noqa: E402
 
 HYMO_BACKENDS = ["naive", "chunk_torch", "recurrent_triton", "recurrent_triton_kernel",
-                 "chunk_triton", "chunk_triton_unchecked", "chunk_triton_kernel"]
+                 "chunk_triton", "chunk_triton_unchecked", "chunk_triton_kernel",
+                 "chunk_triton_kernel_tf32"]
 FLA_BACKENDS = ["fla_fused_recurrent", "fla_chunk"]
 DEFAULT_SHAPES = ["B4_T4096_H40", "B1_T16384_H40"]
 SWEEP_T = [1024, 2048, 4096, 8192, 16384, 32768, 65536]
@@ -73,6 +74,10 @@ def hymo_backend(name):
             v, b, c, g, A, None, False, torch.is_grad_enabled())[0]
     if name == "chunk_triton_kernel":  # likewise for the chunked kernel
         from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
+        return lambda v, b, c, g, A: ChunkGLAFunction.apply(
+            v, b, c, g, A, None, False)[0]
+    if name == "chunk_triton_kernel_tf32":  # the same; bench_shape turns PyTorch's TF32
+        from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction  # switch on around it
         return lambda v, b, c, g, A: ChunkGLAFunction.apply(
             v, b, c, g, A, None, False)[0]
     if name == "chunk_triton_unchecked":  # the mixer's call: no finiteness check, no sync
@@ -213,6 +218,9 @@ def bench_shape(shape, dtype_name, backends, args, device):
         grads_source = "fla_fused_recurrent"
     for name, fn in backends.items():
         check = {}
+        if name.endswith("_tf32") and dtype != torch.float32:
+            continue  # (TF32 concerns fp32 inputs only)
+        torch.backends.cuda.matmul.allow_tf32 = name.endswith("_tf32")  # the whole fwd + bwd
         try:
             check["o"] = rel_err(forward(fn, inputs)(), o_ref)
             if grads_ref is not None and name != "naive" and name != grads_source:
@@ -227,9 +235,11 @@ def bench_shape(shape, dtype_name, backends, args, device):
             check = {"error": f"{type(err).__name__}: {err}", "agrees": False}
         entry["checks"][name] = check
         print(f"  check {shape} {dtype_name} {name:20s} {check}", flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
     for name, fn in backends.items():
-        if not entry["checks"][name]["agrees"]:
+        if not entry["checks"].get(name, {}).get("agrees"):
             continue
+        torch.backends.cuda.matmul.allow_tf32 = name.endswith("_tf32")
         result = {}
         if name == "naive":
             if T > args.eager_max_T:
@@ -244,9 +254,11 @@ def bench_shape(shape, dtype_name, backends, args, device):
             result["peak_mib"] = peak_mib(run, device)
         entry["results"][name] = result
         print(f"  time  {shape} {dtype_name} {name:20s} {result}", flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False  # the eager oracle stays fp32
     ratios = {}
     for name in ("recurrent_triton", "recurrent_triton_kernel", "chunk_triton",
-                 "chunk_triton_unchecked", "chunk_triton_kernel", "chunk_torch"):
+                 "chunk_triton_unchecked", "chunk_triton_kernel", "chunk_triton_kernel_tf32",
+                 "chunk_torch"):
         for peer in ("fla_fused_recurrent", "fla_chunk", "naive"):
             mine, theirs = entry["results"].get(name), entry["results"].get(peer)
             if mine and theirs:
