@@ -328,3 +328,22 @@ def test_backward_after_a_forward_that_kept_nothing_says_why():
     o, _ = gtc.ChunkGLAFunction.apply(v, b, c, g, -torch.exp(A_log), None, False, False)
     with pytest.raises(RuntimeError, match="grad_mode=False"):
         o.sum().backward()
+
+
+@pytest.mark.triton
+def test_backward_multiplies_as_its_forward_did(monkeypatch):
+    """The products' grade is chosen once, at the forward: turning PyTorch's TF32 switch on
+    between the forward and the backward does not change how the backward multiplies."""
+    seen = []
+    backward = gtc._backward
+
+    def spy(*args):
+        seen.append(args[-1])
+        return backward(*args)
+    monkeypatch.setattr(gtc, "_backward", spy)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    v, b, c, g, A_log, _ = make_leaves(1, 5, 1, 3, 3, torch.float32)
+    o, _ = gtc.ChunkGLAFunction.apply(v, b, c, g, -torch.exp(A_log), None, False)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    o.sum().backward()
+    assert seen == ["tf32x3"]

@@ -20,7 +20,8 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
 __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
-           "DELTA_TARGETS", "targets_summary"]
+           "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
+           "standing"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -234,6 +235,22 @@ def targets_summary() -> CaptionedTable:
                      "met": r["device_ratio"] <= TARGETS["fwd_vs_copy"],
                      "where": f"{kernel_forward.DTYPES[key]}, worst of 2 shapes: "
                               f"{r['shape'].replace('_', ' ')}"})
+    now = standing()  # both rules beside their peers, one run each, on the final tree
+    peers = {"gla": "fla chunk_gla", "delta": "fla chunk_kda"}
+    for rule in STANDING:
+        mine = [r for r in now.rows if r["rule"] == rule]
+        for key, column, limit, words in (
+                ("fwdbwd", "fwdbwd_ratio", mine[0]["pair_limit"],
+                 f"forward + backward / {peers[rule]}"),
+                ("peak", "peak_ratio", 1.0, f"peak memory / {peers[rule]}"),
+                ("fwd", "fwd_vs_copy", mine[0]["fwd_limit"], "forward / a copy of its bytes")):
+            worst = max(mine, key=lambda r: r[column])
+            rows.append({"target": f"{rule}: {words}, final tree", "limit": limit,
+                         "worst": worst[column], "met": all(r["met"][key] for r in mine),
+                         "where": f"as the mixer calls it, {worst['shape']} {worst['dtype']}"
+                                  + (" (our fp32-grade products, fla's TF32)"
+                                     if worst["dtype"] == "float32" else "")
+                                  + f", worst of {len(mine)}"})
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -243,5 +260,70 @@ def targets_summary() -> CaptionedTable:
                          run_caption(load_result(kernel_forward.DISPATCH_RUN)),
                          *(run_caption(r) for r in reports), run_caption(auto_run),
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
-                         kernel_forward.pairs_table().caption, reach.caption])
+                         kernel_forward.pairs_table().caption, reach.caption, now.caption])
     return CaptionedTable(table, caption, rows)
+
+
+# --------------------------------------------------------------------------------------
+# Where the targets stand: both rules beside their peers on one tree
+# --------------------------------------------------------------------------------------
+# two runs on one H200 of the tree as it stands (kernels as in commit 046002b), each rule's
+# call as the GDN mixer makes it (no value check, no host sync) beside its fla peer at both
+# benchmark shapes and dtypes: the gla rule against chunk_gla (benchmarks/gdn.py), the
+# delta rule against chunk_kda (benchmarks/gated_delta.py)
+GLA_RECORD_RUN = "gla_record_h200_2026-12-04.json"
+DELTA_RECORD_RUN = "gated_delta_defaults_h200_2026-12-04.json"
+# rule -> (its run, our backend in it, the peer, the forward target's limit, the peer's
+# forward + backward limit); fp32 inputs take each kernel's default, fp32-grade products
+STANDING = {"gla": (GLA_RECORD_RUN, "chunk_triton_unchecked", "fla_chunk", 3.0, 0.9),
+            "delta": (DELTA_RECORD_RUN, "chunk_triton", "fla_chunk_kda", 4.0, 0.8)}
+
+
+def standing() -> CaptionedTable:
+    """Both rules' chunked kernels as the GDN mixer calls them, beside their fla peers in
+    one run each, at every shape and dtype of the run (``STANDING``): forward and forward
+    + backward times, the ratios to the peer, peak memory against the peer's, and the
+    forward against a copy of the bytes it must move once (read the inputs, write o) at
+    the run's measured copy rate. Each row carries its verdicts against the limits."""
+    from hymo_book.kernel_results import load_reports
+
+    rows, captions = [], []
+    for rule, (run, ours, peer, fwd_limit, pair_limit) in STANDING.items():
+        if rule == "gla":
+            report = load_reports([run])[0]
+            entries = report["shapes"].values()
+        else:
+            report = load_result(run, need=("peers",))
+            entries = report["peers"].values()
+        gbps = report["environment"]["copy_GBps"]
+        captions.append(run_caption(report))
+        for e in entries:
+            a, p = e["results"][ours], e["results"][peer]
+            copy_ms = e["bytes_min_fwd"] / gbps / 1e6
+            row = {"rule": rule, "shape": f"B{e['B']} T{e['T']} H{e['H']}", "dtype": e["dtype"],
+                   "fwd_ms": a["fwd_ms"], "peer_fwd_ms": p["fwd_ms"],
+                   "fwdbwd_ms": a["fwdbwd_ms"], "peer_fwdbwd_ms": p["fwdbwd_ms"],
+                   "fwdbwd_ratio": a["fwdbwd_ms"] / p["fwdbwd_ms"],
+                   "peak_ratio": a["peak_mib"] / p["peak_mib"],
+                   "copy_ms": copy_ms, "fwd_vs_copy": a["fwd_ms"] / copy_ms,
+                   "fwd_limit": fwd_limit, "pair_limit": pair_limit}
+            row["met"] = {"fwdbwd": row["fwdbwd_ratio"] <= pair_limit,
+                          "peak": row["peak_ratio"] <= 1.0,
+                          "fwd": row["fwd_vs_copy"] <= fwd_limit}
+            rows.append(row)
+
+    def mark(r, key, text):
+        return f"{text} {'met' if r['met'][key] else 'missed'}"
+
+    table = TextTable(
+        ("rule", "shape", "dtype", "fwd ms / peer", "fwd+bwd ms / peer", "ratio (limit)",
+         "peak / peer (1x)", "fwd / copy (limit)"),
+        [(r["rule"], r["shape"], r["dtype"], f"{r['fwd_ms']:.3f} / {r['peer_fwd_ms']:.3f}",
+          f"{r['fwdbwd_ms']:.2f} / {r['peer_fwdbwd_ms']:.2f}",
+          mark(r, "fwdbwd", f"{r['fwdbwd_ratio']:.2f}x ({r['pair_limit']:g}x)"),
+          mark(r, "peak", f"{r['peak_ratio']:.2f}x"),
+          mark(r, "fwd", f"{r['fwd_vs_copy']:.1f}x ({r['fwd_limit']:g}x)")) for r in rows],
+        title="Both rules as the GDN mixer calls them, beside fla (gla: chunk_gla; delta: "
+              "chunk_kda), one run per rule; fp32: our fp32-grade products, fla's TF32",
+        align="lllrrrrr")
+    return CaptionedTable(table, "\n".join(captions), rows)

@@ -13,8 +13,8 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
-           "ADOPTED", "STAGES_RUNS", "DTYPES", "change_label", "settings_table", "comparisons",
-           "keepers", "fastest", "handoffs", "device_ratios"]
+           "ADOPTED", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES", "change_label", "settings_table",
+           "comparisons", "keepers", "fastest", "handoffs", "device_ratios"]
 
 # one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
 # change of each ({}) is the setting in use
@@ -41,6 +41,9 @@ ADOPTED = {"reach": 4, "output_fwd": {"num_warps": 1, "num_stages": 2}}
 # three dtypes; its calls' times (do_bench) were out of line with every other run
 STAGES_RUNS = {"gla": ("gla_defaults_b4t4096_h200_2026-12-03.json",
                        "gla_defaults_b1t16384_h200_2026-12-03.json")}
+# the final tree (2026-12-04): the gla forward over blocks of 32 steps instead of 16
+BLOCK_RUNS = {"gla": ("gla_block_b4t4096_h200_2026-12-04.json",
+                      "gla_block_b1t16384_h200_2026-12-04.json")}
 
 
 def change_label(change: dict) -> str:

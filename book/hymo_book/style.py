@@ -47,6 +47,8 @@ BACKENDS: dict[str, Style] = {
                                      "/"),
     "chunk_triton": Style("hymo Triton chunk", "#ff7f0e", "^", "-", "||"),
     "chunk_triton_kernel": Style("hymo Triton chunk, no checks", "#ffbb78", "v", "--", "|"),
+    "chunk_triton_unchecked": Style("hymo Triton chunk, the mixer's call", "#8c564b", "<", ":",
+                                    "oo"),
     "fla_fused_recurrent": Style("fla fused_recurrent_gla", "#1f77b4", "D", "-", "++"),
     "fla_chunk": Style("fla chunk_gla", "#17becf", "*", "-.", "--"),
 }

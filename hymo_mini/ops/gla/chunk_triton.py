@@ -270,12 +270,11 @@ def _new_block_states(v, S):
     return v.new_empty(B * H, triton.cdiv(T, _config("block")), S, D, dtype=torch.float32)
 
 
-def _forward(v, b, c, g, A, h0, output_final_state, for_backward):
+def _forward(v, b, c, g, A, h0, output_final_state, for_backward, precision):
     """o, the states the backward needs (or None), the final state (or None), and whether
     those states are the chunk states (the backward then rebuilds the block states)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
-    precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     BT, block_states, how = _config("block"), _config("block_states"), _config("forward")
     _check_blocking(BC, BT, block_states, how, _config("pairs"))
@@ -332,10 +331,9 @@ def _scan_states(v, b, g, A, h0, hs, ht, precision):
         num_warps=cfg["num_warps"])
 
 
-def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht):
+def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht, precision):
     B, T, H, D = v.shape
     S = b.shape[-1]
-    precision = _precision(v, b, c)
     BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
     if rebuild:  # hb holds the chunk states: the block states from them (this layer only)
         hs, hb = hb, _new_block_states(v, S)
@@ -370,8 +368,12 @@ class ChunkGLAFunction(torch.autograd.Function):
         h0 = initial_state.contiguous().float() if initial_state is not None else None
         # grad_mode: whether autograd was recording where the caller applied this (inside
         # forward it never is); a backward can only follow if it was and an input needs it
+        # the products' grade, chosen once: the backward multiplies as the forward did, even
+        # if PyTorch's TF32 switch changes in between
+        ctx.precision = _precision(v, b, c)
         o, hb, ht, rebuild = _forward(v, b, c, g, A, h0, output_final_state,
-                                      bool(grad_mode) and any(ctx.needs_input_grad))
+                                      bool(grad_mode) and any(ctx.needs_input_grad),
+                                      ctx.precision)
         ctx.save_for_backward(v, b, c, g, A, h0, hb)
         ctx.rebuild = rebuild
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
@@ -385,7 +387,8 @@ class ChunkGLAFunction(torch.autograd.Function):
                                "nothing for a backward; apply it with grad_mode=True (the default)")
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None
-        dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, ctx.rebuild, do, dht)
+        dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, ctx.rebuild, do, dht,
+                                               ctx.precision)
         if dh0 is not None:
             dh0 = dh0.to(ctx.h0_dtype)
         return dv, db, dc, dg, dA.to(A.dtype), dh0, None, None
