@@ -252,6 +252,36 @@ def _since_text() -> list[str]:
             f"forward {beside['fwd_over_floor']:.1f}× the copy floor."]
 
 
+def _standing_text() -> list[str]:
+    """Both rules beside their fla peers on the final tree, one run per rule."""
+    from hymo_book.kernel_report import STANDING, standing
+
+    rows = standing().rows
+
+    def span(rule, dtype, key):
+        vals = [f"{r[key]:.2f}" for r in rows if r["rule"] == rule and r["dtype"] == dtype]
+        low, high = min(vals, key=float), max(vals, key=float)
+        return low if low == high else f"{low}–{high}"
+
+    files = ", ".join(run for run, *_ in STANDING.values())
+    parts = []
+    for rule, peer in (("gla", "chunk_gla"), ("delta", "chunk_kda")):
+        parts.append(f"{rule} against `{peer}`: forward + backward "
+                     f"{span(rule, 'bfloat16', 'fwdbwd_ratio')}× in bf16 and "
+                     f"{span(rule, 'float32', 'fwdbwd_ratio')}× in fp32 (limit "
+                     f"{STANDING[rule][4]:g}×), peak {span(rule, 'bfloat16', 'peak_ratio')}× and "
+                     f"{span(rule, 'float32', 'peak_ratio')}×, the forward "
+                     f"{span(rule, 'bfloat16', 'fwd_vs_copy')}× and "
+                     f"{span(rule, 'float32', 'fwd_vs_copy')}× a copy of its bytes (limit "
+                     f"{STANDING[rule][3]:g}×)")
+    return ["**Both rules on the final tree**, as the GDN mixer calls them (no value check), "
+            "beside their fla peers at both shapes and dtypes, one run per rule "
+            f"({files}); fp32 inputs take fp32-grade products, fla's TF32: "
+            + "; ".join(parts) + ". The gla rule's fp32 forward + backward misses its target "
+            "since fp32-grade products became the default; the TF32 opt-in has not been timed "
+            "beside `chunk_gla` on this tree (chapter 21)."]
+
+
 def _gla_table(gdn: dict) -> list[str]:
     lines = ["| B, T, H = 40, S = D = 32 | hymo chunk kernel: fwd / fwd+bwd / peak | fla "
              "`chunk_gla` | ratio |", "|---|---|---|---|"]
@@ -334,7 +364,7 @@ def measured_section() -> str:
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
     long_run = load_result(DELTA_LONG_RUN, need=("peers",))
     lines += _delta_text(tuned, DELTA_SIDE_BY_SIDE, long_run) + [""] + _delta_forward_text()
-    lines += [""] + _since_text()
+    lines += [""] + _since_text() + [""] + _standing_text()
     lines += [""] + _recurrent_text(rec)
     lines += [""]
     lines += ["![GDN kernel benchmark](figures/gdn_benchmark.png)", ""]

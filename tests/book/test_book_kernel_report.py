@@ -127,7 +127,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 24 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 30 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
     auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
@@ -141,7 +141,7 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     written = [e["targets"]["chunk_triton"] for _, e in picked.values()
                if "fla_chunk_kda" in e["results"]]
     delta = [r for r in summary.rows if r["target"].startswith("delta")
-             and not r["target"].endswith(("latest", '"auto"'))]
+             and not r["target"].endswith(("latest", '"auto"', "final tree"))]
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
@@ -184,3 +184,24 @@ def test_the_gla_backward_table_reads_every_variant_of_its_run():
         assert set(r["kernels_us"]) == ({"_chunk_bwd_kernel"} if r["shape"].startswith("one")
                                         else {"_pairs_bwd_kernel", "_states_bwd_kernel"})
     assert kn.GLA_BACKWARD_RUN in table.caption
+
+
+def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
+    """Both rules at both shapes and dtypes, each beside its peer in one run; the delta
+    rows' ratios are the ones benchmarks/gated_delta.py wrote, and the summary's final-tree
+    rows are the table's worst cases."""
+    now = kr.standing()
+    assert {(r["rule"], r["dtype"]) for r in now.rows} == {
+        (rule, d) for rule in ("gla", "delta") for d in ("bfloat16", "float32")}
+    assert len(now.rows) == 8
+    delta = results.load_result(kr.DELTA_RECORD_RUN)["peers"]
+    for r in (r for r in now.rows if r["rule"] == "delta"):
+        written = next(e for e in delta.values() if e["dtype"] == r["dtype"]
+                       and f"B{e['B']} T{e['T']} H{e['H']}" == r["shape"])
+        assert r["fwdbwd_ratio"] == pytest.approx(
+            written["targets"]["chunk_triton"]["fwdbwd_over_kda"])
+        assert r["met"]["fwdbwd"] == written["targets"]["chunk_triton"]["fwdbwd_within_0.8x_kda"]
+    summary = {r["target"]: r for r in kr.targets_summary().rows}
+    for rule in kr.STANDING:
+        row = summary[f"{rule}: forward / a copy of its bytes, final tree"]
+        assert row["worst"] == max(r["fwd_vs_copy"] for r in now.rows if r["rule"] == rule)

@@ -88,3 +88,11 @@ def test_adopted_setting_is_in_force():
 
     assert gtc.REACH == ks.ADOPTED["reach"] and gtc.CONFIGS["reach"] == "auto"
     assert gtc.CONFIGS["output_fwd"] == ks.ADOPTED["output_fwd"]
+
+
+def test_blocks_of_32_are_not_kept():
+    """Blocks of 32 steps: no setting of the run is kept (each slows the forward + backward
+    or, in fp32, the forward)."""
+    table = ks.settings_table(ks.BLOCK_RUNS)
+    assert ks.keepers(table) == []
+    assert len(table.rows) == 2 * 6 * 2  # two shapes, six settings, two dtypes
