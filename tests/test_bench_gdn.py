@@ -34,3 +34,28 @@ def test_the_unchecked_dispatcher_is_the_checked_one_without_the_check():
     with pytest.raises(ValueError, match="must be finite"):
         found["chunk_triton"](v, b, c, g, A)
     found["chunk_triton_unchecked"](v, b, c, g, A)  # no check: no error, and no host sync
+
+
+@pytest.mark.skipif(not ops.triton_usable(torch.device("cpu")),
+                    reason="needs Triton's interpreter (TRITON_INTERPRET=1 before import)")
+def test_tf32_backend_turns_the_switch_on_for_fp32_alone_and_back_off(monkeypatch):
+    """chunk_triton_kernel_tf32 runs with PyTorch's TF32 switch on through its forward and
+    backward, is skipped for bf16 inputs, and the oracle's fp32 runs find the switch off."""
+    seen = []
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    found = gdn.available_backends(torch.device("cpu"))
+    backends = {n: found[n] for n in ("chunk_triton_kernel", "chunk_triton_kernel_tf32")}
+
+    def spy(name):
+        def run(*args):
+            seen.append((name, torch.backends.cuda.matmul.allow_tf32))
+            return backends[name](*args)
+        return run
+    args = type("Args", (), {"grad_check_max_T": 64, "eager_max_T": 0})()
+    for dtype in ("float32", "bfloat16"):
+        entry = gdn.bench_shape("B1_T20_H2_S8_D8", dtype, {n: spy(n) for n in backends}, args,
+                                torch.device("cpu"))
+        assert ("chunk_triton_kernel_tf32" in entry["checks"]) == (dtype == "float32")
+    assert {flag for name, flag in seen if name.endswith("_tf32")} == {True}
+    assert {flag for name, flag in seen if not name.endswith("_tf32")} == {False}
+    assert torch.backends.cuda.matmul.allow_tf32 is False

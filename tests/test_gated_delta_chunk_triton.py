@@ -350,3 +350,15 @@ def test_backward_after_a_forward_that_kept_nothing_says_why():
     o, _ = gdt.ChunkGatedDeltaFunction.apply(*leaves[:6], None, False, False)
     with pytest.raises(RuntimeError, match="grad_mode=False"):
         o.sum().backward()
+
+
+@pytest.mark.triton
+def test_chunk_changed_between_forward_and_backward_says_so(monkeypatch):
+    """What the forward keeps is laid out by its chunk: a backward under another chunk
+    setting would read it wrongly, so it stops with a message naming the setting."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), chunk=16))
+    leaves = make_leaves(1, 20, 2, 16, 16, torch.float32)
+    o, _ = chunk_gated_delta_triton(*leaves)
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), chunk=32))
+    with pytest.raises(RuntimeError, match=r"CONFIGS\['chunk'\] 16 -> 32 between the forward"):
+        o.sum().backward()

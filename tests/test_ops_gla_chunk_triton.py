@@ -347,3 +347,15 @@ def test_backward_multiplies_as_its_forward_did(monkeypatch):
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
     o.sum().backward()
     assert seen == ["tf32x3"]
+
+
+@pytest.mark.triton
+def test_blocking_changed_between_forward_and_backward_says_so(monkeypatch):
+    """The block states the forward keeps are laid out by its chunk and block settings: a
+    backward under others stops with a message naming the setting that changed."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), chunk=32, block=16))
+    v, b, c, g, A_log, _ = make_leaves(1, 40, 1, 3, 3, torch.float32)
+    o, _ = gtc.ChunkGLAFunction.apply(v, b, c, g, -torch.exp(A_log), None, False)
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), chunk=32, block=32))
+    with pytest.raises(RuntimeError, match=r"CONFIGS\['block'\] 16 -> 32 between the forward"):
+        o.sum().backward()

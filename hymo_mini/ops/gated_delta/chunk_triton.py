@@ -337,6 +337,7 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
         if keep:
             ctx.save_for_backward(v, b, c, g, A, beta, hs, u, w, mk, ti)
         ctx.precision = precision
+        ctx.chunk = _config("chunk")  # how u, w, mk, ti and hs are laid out
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
         if ht is not None and v.dtype == torch.float64:
             ht = ht.double()
@@ -348,6 +349,11 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
             raise RuntimeError("ChunkGatedDeltaFunction: the forward ran with grad_mode=False "
                                "and kept nothing for a backward; apply it with grad_mode=True "
                                "(the default)")
+        if _config("chunk") != ctx.chunk:
+            raise RuntimeError(f"ChunkGatedDeltaFunction: CONFIGS['chunk'] {ctx.chunk!r} -> "
+                               f"{_config('chunk')!r} between the forward and its backward; what "
+                               "the forward kept is laid out for the old chunk: change CONFIGS "
+                               "before a forward, not between it and its backward")
         v, b, c, g, A, beta, hs, u, w, mk, ti = ctx.saved_tensors
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None

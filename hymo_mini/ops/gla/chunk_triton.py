@@ -331,6 +331,22 @@ def _scan_states(v, b, g, A, h0, hs, ht, precision):
         num_warps=cfg["num_warps"])
 
 
+def _blocking() -> dict:
+    """The settings that lay out what the forward keeps for the backward."""
+    return {name: _config(name) for name in ("chunk", "block")}
+
+
+def _same_blocking(kept: dict, function: str) -> None:
+    """Raise if the layout settings changed between a forward and its backward."""
+    now = _blocking()
+    if now != kept:
+        changed = ", ".join(f"CONFIGS[{k!r}] {kept[k]!r} -> {now[k]!r}" for k in now
+                            if now[k] != kept[k])
+        raise RuntimeError(f"{function}: {changed} between the forward and its backward; the "
+                           "states the forward kept are laid out for the old settings: "
+                           "change CONFIGS before a forward, not between it and its backward")
+
+
 def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht, precision):
     B, T, H, D = v.shape
     S = b.shape[-1]
@@ -375,6 +391,7 @@ class ChunkGLAFunction(torch.autograd.Function):
                                       bool(grad_mode) and any(ctx.needs_input_grad),
                                       ctx.precision)
         ctx.save_for_backward(v, b, c, g, A, h0, hb)
+        ctx.blocking = _blocking()
         ctx.rebuild = rebuild
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
         return o, ht
@@ -385,6 +402,7 @@ class ChunkGLAFunction(torch.autograd.Function):
         if hb is None:
             raise RuntimeError("ChunkGLAFunction: the forward ran with grad_mode=False and kept "
                                "nothing for a backward; apply it with grad_mode=True (the default)")
+        _same_blocking(ctx.blocking, "ChunkGLAFunction")
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None
         dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, ctx.rebuild, do, dht,
