@@ -72,12 +72,9 @@ def hymo_backend(name):
         from hymo_mini.ops.gla.recurrent_triton import RecurrentGLAFunction
         return lambda v, b, c, g, A: RecurrentGLAFunction.apply(
             v, b, c, g, A, None, False, torch.is_grad_enabled())[0]
-    if name == "chunk_triton_kernel":  # likewise for the chunked kernel
+    # likewise for the chunked kernel; for "_tf32", bench_shape turns PyTorch's TF32 switch on
+    if name in ("chunk_triton_kernel", "chunk_triton_kernel_tf32"):
         from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
-        return lambda v, b, c, g, A: ChunkGLAFunction.apply(
-            v, b, c, g, A, None, False)[0]
-    if name == "chunk_triton_kernel_tf32":  # the same; bench_shape turns PyTorch's TF32
-        from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction  # switch on around it
         return lambda v, b, c, g, A: ChunkGLAFunction.apply(
             v, b, c, g, A, None, False)[0]
     if name == "chunk_triton_unchecked":  # the mixer's call: no finiteness check, no sync

@@ -4,6 +4,7 @@ output, and only the checked one refuses a non-finite decay."""
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -51,7 +52,7 @@ def test_tf32_backend_turns_the_switch_on_for_fp32_alone_and_back_off(monkeypatc
             seen.append((name, torch.backends.cuda.matmul.allow_tf32))
             return backends[name](*args)
         return run
-    args = type("Args", (), {"grad_check_max_T": 64, "eager_max_T": 0})()
+    args = SimpleNamespace(grad_check_max_T=64, eager_max_T=0)
     for dtype in ("float32", "bfloat16"):
         entry = gdn.bench_shape("B1_T20_H2_S8_D8", dtype, {n: spy(n) for n in backends}, args,
                                 torch.device("cpu"))

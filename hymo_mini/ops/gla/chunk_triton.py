@@ -336,13 +336,13 @@ def _blocking() -> dict:
     return {name: _config(name) for name in ("chunk", "block")}
 
 
-def _same_blocking(kept: dict, function: str) -> None:
+def _same_blocking(kept: dict) -> None:
     """Raise if the layout settings changed between a forward and its backward."""
     now = _blocking()
     if now != kept:
         changed = ", ".join(f"CONFIGS[{k!r}] {kept[k]!r} -> {now[k]!r}" for k in now
                             if now[k] != kept[k])
-        raise RuntimeError(f"{function}: {changed} between the forward and its backward; the "
+        raise RuntimeError(f"ChunkGLAFunction: {changed} between the forward and its backward; the "
                            "states the forward kept are laid out for the old settings: "
                            "change CONFIGS before a forward, not between it and its backward")
 
@@ -402,7 +402,7 @@ class ChunkGLAFunction(torch.autograd.Function):
         if hb is None:
             raise RuntimeError("ChunkGLAFunction: the forward ran with grad_mode=False and kept "
                                "nothing for a backward; apply it with grad_mode=True (the default)")
-        _same_blocking(ctx.blocking, "ChunkGLAFunction")
+        _same_blocking(ctx.blocking)
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None
         dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, ctx.rebuild, do, dht,
