@@ -60,6 +60,7 @@ from hymo_mini.ops.gated_delta import chunk_triton as gdt  # noqa: E402
 from hymo_mini.ops.gla import chunk_blocks as gla_blocks  # noqa: E402
 from hymo_mini.ops.gla import chunk_states as gla_states  # noqa: E402
 from hymo_mini.ops.gla import chunk_triton as gtc  # noqa: E402
+from hymo_mini.train.cuda_graph import GraphedStep  # noqa: E402
 
 IN_CHUNK = ("wy_fwd", "output", "du_local", "chunk_bwd")
 STATES = ("state_fwd", "state_bwd")
@@ -144,6 +145,15 @@ def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
     return {"variants": rows, "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
 
 
+def graph_ms(fn, device) -> float:
+    """Median ms of ``fn`` replayed as one CUDA graph (recorded after two eager calls):
+    its launches without the host's work around them."""
+    step = GraphedStep(fn, warmup=2)
+    for _ in range(3):  # two eager, then the capture and its first replay
+        step()
+    return time_ms(step.graph.replay, device)
+
+
 DELTA_FORWARD_KERNELS = ("_wy_fwd_kernel", "_state_fwd_kernel", "_output_kernel",
                          "_group_fwd_kernel", "_group_scan_fwd_kernel", "_chain_fwd_kernel")
 
@@ -152,7 +162,8 @@ def forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float32")
                        rule="gla") -> dict:
     """The rule's chunked kernel's forward alone (no autograd, as the kernel-only benchmark
     times it), per dtype: its time by do_bench (the host's launches included), the device
-    time of each of its launches by torch.profiler, their sum, and a device-to-device copy
+    time of each of its launches by torch.profiler, their sum, the same forward replayed as
+    one CUDA graph (``graph_ms``: no host work between its launches), a device-to-device copy
     of its bytes (v, b, c, g, and β for the delta rule, read and o written): how much of
     the forward is the GPU's and how much the host's. Then the forward + backward's time
     (do_bench) and peak memory above the inputs, the backward reading what this forward
@@ -178,7 +189,8 @@ def forward_report(shape, device, dtypes=("bfloat16", "float32_tf32", "float32")
 
             def fwdbwd(leaves=leaves, do=do):
                 return torch.autograd.grad(fn(*leaves), leaves, do)
-            out[name] = {"fwd_ms": time_ms(fwd, device), "kernels_us": kernels,
+            out[name] = {"fwd_ms": time_ms(fwd, device), "graph_ms": graph_ms(fwd, device),
+                         "kernels_us": kernels,
                          "kernels_sum_ms": sum(kernels.values()) / 1e3,
                          "copy_ms": time_ms(flat.clone, device), "bytes": nbytes,
                          "fwdbwd_ms": time_ms(fwdbwd, device)}

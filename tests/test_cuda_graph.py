@@ -36,11 +36,14 @@ def _step(model, opt, tokens):
 
 
 @cuda
-def test_replays_equal_the_eager_steps():
+@pytest.mark.parametrize("rule", ["gla", "delta"])
+def test_replays_equal_the_eager_steps(rule):
     """Six steps, each on a new batch copied into the graph's input: the losses, weights,
-    optimizer moments and balancing biases of the replays match the eager run."""
+    optimizer moments and balancing biases of the replays match the eager run, with either
+    GDN rule (each on its chunked Triton kernel)."""
     config = replace(load_config("hymo_mini").model, max_seq_len=64, loss_impl="chunked",
-                     moe_impl="auto", gdn_impl="eager", mla_impl="eager", swiglu_impl="eager")
+                     moe_impl="auto", gdn_impl="eager", mla_impl="eager", swiglu_impl="eager",
+                     gdn_rule=rule)
     torch.manual_seed(0)
     eager_model = build_hymo(config).cuda().train()
     graph_model = copy.deepcopy(eager_model)
@@ -79,3 +82,61 @@ def test_bad_settings_are_named():
         GraphedStep(lambda: torch.zeros(()), optimizers=(opt,))
     with pytest.raises(ValueError, match="warmup must be a whole number >= 1"):
         GraphedStep(lambda: torch.zeros(()), warmup=0)
+
+
+def _recurrence_inputs(rule, dtype, seed, B=2, T=300, H=3, S=32, D=32):
+    """Unit-scale inputs of one rule's recurrence on the GPU: T spans several chunks and
+    ends inside one; b and c unit vectors (the delta rule needs them); A = -exp(A_log)."""
+    gen = torch.Generator().manual_seed(seed)
+    v = torch.randn(B, T, H, D, generator=gen)
+    b = torch.nn.functional.normalize(torch.randn(B, T, H, S, generator=gen), dim=-1)
+    c = torch.nn.functional.normalize(torch.randn(B, T, H, S, generator=gen), dim=-1)
+    g = torch.sigmoid(torch.randn(B, T, H, generator=gen))
+    A_log = torch.empty(H, S).uniform_(-3.0, 0.5, generator=gen)
+    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
+    do = torch.randn(B, T, H, D, generator=gen)
+    leaves = [t.to("cuda", dtype) for t in (v, b, c, g)] + [A_log.cuda()]
+    if rule == "delta":
+        leaves.append(beta.to("cuda", dtype))
+    return leaves, do.to("cuda", dtype)
+
+
+def _recurrence_step(rule, leaves, do):
+    """o and every leaf's gradient, flattened into one fp32 tensor: the mixer's call of the
+    rule's chunked Triton kernel (no value check), forward and backward."""
+    from hymo_mini import ops
+
+    def step():
+        v, b, c, g, A_log, *beta = leaves
+        run = dict(backend="chunk_triton", check_values=False)
+        if rule == "gla":
+            o = ops.gated_linear_attention(v, b, c, g, -torch.exp(A_log), **run)[0]
+        else:
+            o = ops.gated_delta_rule(v, b, c, g, -torch.exp(A_log), beta[0], **run)[0]
+        grads = torch.autograd.grad(o, leaves, do)
+        return torch.cat([t.detach().float().flatten() for t in (o, *grads)])
+    return step
+
+
+@cuda
+@pytest.mark.parametrize("rule", ["gla", "delta"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_chunk_kernels_replay_in_a_graph(rule, dtype):
+    """Each rule's chunked Triton kernels, forward and backward as the GDN mixer calls them,
+    recorded once as a CUDA graph: replays on new inputs copied into the recorded ones give
+    what eager calls give (nothing in them waits for the host, and the flags the one-launch
+    forwards count on are zeroed inside the recording)."""
+    leaves, do = _recurrence_inputs(rule, dtype, seed=0)
+    leaves = [t.requires_grad_() for t in leaves]
+    graphed = GraphedStep(_recurrence_step(rule, leaves, do), warmup=2)
+    for seed in range(4):
+        new, new_do = _recurrence_inputs(rule, dtype, seed=seed + 1)
+        with torch.no_grad():
+            for t, x in zip((*leaves, do), (*new, new_do), strict=True):
+                t.copy_(x)
+        got = graphed().clone()
+        fresh = [t.requires_grad_() for t in new]
+        want = _recurrence_step(rule, fresh, new_do)()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5,
+                                   msg=f"{rule} {dtype} replay {seed}")
+    assert graphed.graph is not None  # the last calls were replays
