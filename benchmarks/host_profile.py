@@ -1,0 +1,134 @@
+"""How long the host takes to issue one forward of each rule's chunked Triton kernel, and
+what it spends that time on: a development tool for the GPU machine.
+
+    python3 benchmarks/host_profile.py --out benchmarks/host_profile_h200.json
+
+For each rule (gla, delta) and dtype (bf16, fp32), at B4 T4096 H40, two calls, each with
+A computed beforehand: the kernel's autograd Function alone ("kernel") and the dispatcher as
+the GDN mixer calls it, without the value check ("mixer"). Each under ``torch.no_grad``:
+
+    host_us_per_call   the host's time to issue 100 calls back to back, per call
+    wall_us_per_call   until the GPU has finished them too, per call: the larger of the
+                       host's and the device's time, whichever the other waits for
+    do_bench_ms        triton.testing.do_bench of one call (the L2 flushed before each)
+
+and a cProfile listing of 100 calls (by own time, the top 30) in the log it prints. Then
+three costs the forwards pay on the host: launching an empty Triton kernel of 13 arguments,
+``torch.zeros`` of 20,000 int32 (the one-launch forwards' flags) and ``new_empty``, each per
+call over 1,000. The host's times depend on the machine's CPU and how busy it is: compare
+within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import record  # noqa: E402
+from benchmarks.gated_delta_backends import dispatched, kernel_alone, make_inputs  # noqa: E402
+from benchmarks.gdn import parse_shape  # noqa: E402
+
+SHAPE = "B4_T4096_H40"
+
+
+def per_call_us(fn, calls: int) -> float:
+    """Host microseconds per call of ``fn``, over ``calls`` calls, the GPU idle before."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    took = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return took / calls * 1e6
+
+
+def profile_calls(rule: str, dtype: torch.dtype, device) -> dict:
+    import triton
+
+    inputs, _ = make_inputs(*parse_shape(SHAPE), dtype, device)
+    v, b, c, g, A_log, beta = inputs
+    A = -torch.exp(A_log)
+    out = {}
+    for name, fn in (("kernel", kernel_alone(rule)),
+                     ("mixer", dispatched(rule, "chunk_triton", False))):
+        def call(fn=fn):
+            return fn(v, b, c, g, A, beta)
+        with torch.no_grad():
+            for _ in range(5):  # compile, warm up
+                call()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(100):
+                call()
+            host = time.perf_counter() - start
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - start
+            bench = triton.testing.do_bench(call, warmup=20, rep=200)
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(100):
+                call()
+            prof.disable()
+            torch.cuda.synchronize()
+        listing = io.StringIO()
+        pstats.Stats(prof, stream=listing).sort_stats("tottime").print_stats(30)
+        key = f"{rule}_{str(dtype).removeprefix('torch.')}_{name}"
+        out[key] = {"host_us_per_call": host * 1e4, "wall_us_per_call": wall * 1e4,
+                    "do_bench_ms": bench}
+        print(key, out[key], flush=True)
+        print(listing.getvalue()[:6000], flush=True)
+    return out
+
+
+def launch_costs(device) -> dict:
+    """Per call, microseconds: an empty Triton kernel's launch, torch.zeros, new_empty."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _empty(a, b, c, d, e, f, g, h, i, j, k, T, BH, X: tl.constexpr, Y: tl.constexpr,
+               Z: tl.constexpr):
+        pass
+
+    x = torch.empty(16, device=device)
+
+    def launch():
+        _empty[(1,)](x, x, x, x, x, x, x, x, x, x, x, 5, 7, X=1, Y=2, Z="a")
+    for _ in range(5):
+        launch()
+    return {"empty_launch_us": per_call_us(launch, 1000),
+            "zeros_us": per_call_us(
+                lambda: torch.zeros(20000, dtype=torch.int32, device=device), 1000),
+            "new_empty_us": per_call_us(lambda: x.new_empty(160, 32, 32, 32), 1000)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="JSON path")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("host_profile.py times kernel launches on a CUDA GPU; this machine "
+                         "has none")
+    device = torch.device("cuda")
+    report = {"environment": record.header(device, __file__, argv), "shape": SHAPE}
+    for rule in ("gla", "delta"):
+        for dtype in (torch.bfloat16, torch.float32):
+            report.update(profile_calls(rule, dtype, device))
+    report.update(launch_costs(device))
+    print({k: v for k, v in report.items() if k.endswith("_us")}, flush=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
