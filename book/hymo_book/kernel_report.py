@@ -21,7 +21,7 @@ from hymo_mini.tables import TextTable
 
 __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
-           "standing"]
+           "standing", "GLA_TF32_RUN", "TF32_PRECISIONS", "tf32_beside_peer"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -251,6 +251,16 @@ def targets_summary() -> CaptionedTable:
                                   + (" (our fp32-grade products, fla's TF32)"
                                      if worst["dtype"] == "float32" else "")
                                   + f", worst of {len(mine)}"})
+    both = tf32_beside_peer()  # the gla kernel alone in fp32, each precision beside chunk_gla
+    for key, (words, products) in (("default", ("fp32-grade default",
+                                                "our fp32-grade products, fla's TF32")),
+                                   ("tf32", ("fp32 TF32 opt-in", "TF32 products, as fla's"))):
+        worst = max(both.rows, key=lambda r: r[key]["fwdbwd_ratio"])
+        rows.append({"target": f"gla: forward + backward / fla chunk_gla, {words}, final tree",
+                     "limit": worst["limit"], "worst": worst[key]["fwdbwd_ratio"],
+                     "met": all(r[key]["met"] for r in both.rows),
+                     "where": f"the kernel alone, {worst['shape']} {worst['dtype']} "
+                              f"({products}), worst of {len(both.rows)}"})
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -260,7 +270,8 @@ def targets_summary() -> CaptionedTable:
                          run_caption(load_result(kernel_forward.DISPATCH_RUN)),
                          *(run_caption(r) for r in reports), run_caption(auto_run),
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
-                         kernel_forward.pairs_table().caption, reach.caption, now.caption])
+                         kernel_forward.pairs_table().caption, reach.caption, now.caption,
+                         both.caption])
     return CaptionedTable(table, caption, rows)
 
 
@@ -273,6 +284,14 @@ def targets_summary() -> CaptionedTable:
 # delta rule against chunk_kda (benchmarks/gated_delta.py)
 GLA_RECORD_RUN = "gla_record_h200_2026-12-04.json"
 DELTA_RECORD_RUN = "gated_delta_defaults_h200_2026-12-04.json"
+# a third run on one H200, of tree ccd2684 (the same gla kernels, with the products' grade
+# now chosen once at the forward and the backward's layout check): the gla kernel alone (its
+# autograd Function, no dispatcher) in fp32 at both benchmark shapes, with each precision
+# beside fla's chunk_gla, so that the price of fp32-grade products is read within one run
+GLA_TF32_RUN = "gla_record_tf32_h200_2026-12-04.json"
+# our backend in that run -> (its key in tf32_beside_peer's rows, the products it multiplies)
+TF32_PRECISIONS = {"chunk_triton_kernel": ("default", "fp32-grade, the default"),
+                   "chunk_triton_kernel_tf32": ("tf32", "TF32, the opt-in")}
 # rule -> (its run, our backend in it, the peer, the forward target's limit, the peer's
 # forward + backward limit); fp32 inputs take each kernel's default, fp32-grade products
 STANDING = {"gla": (GLA_RECORD_RUN, "chunk_triton_unchecked", "fla_chunk", 3.0, 0.9),
@@ -327,3 +346,47 @@ def standing() -> CaptionedTable:
               "chunk_kda), one run per rule; fp32: our fp32-grade products, fla's TF32",
         align="lllrrrrr")
     return CaptionedTable(table, "\n".join(captions), rows)
+
+
+def tf32_beside_peer() -> CaptionedTable:
+    """The gla kernel alone in fp32 beside fla's chunk_gla, in one run (``GLA_TF32_RUN``),
+    with each of its precisions (``TF32_PRECISIONS``): a row per shape, holding under
+    "default" and "tf32" the forward and forward + backward times, forward + backward over
+    chunk_gla's against the gla limit of ``STANDING`` (met or not), peak memory over
+    chunk_gla's and the output's relative RMS error against the loop; chunk_gla's own under
+    "fla"."""
+    from hymo_book.kernel_results import load_reports
+
+    report = load_reports([GLA_TF32_RUN])[0]
+    limit = STANDING["gla"][4]
+    rows = []
+    for e in report["shapes"].values():
+        found, peer = e["results"], e["results"]["fla_chunk"]
+        row = {"shape": f"B{e['B']} T{e['T']} H{e['H']}", "dtype": e["dtype"], "limit": limit,
+               "fla": {**peer, "error": e["checks"]["fla_chunk"]["o"]}}
+        for backend, (key, _) in TF32_PRECISIONS.items():
+            ratio = found[backend]["fwdbwd_ms"] / peer["fwdbwd_ms"]
+            row[key] = {**found[backend], "fwdbwd_ratio": ratio, "met": ratio <= limit,
+                        "peak_ratio": found[backend]["peak_mib"] / peer["peak_mib"],
+                        "error": e["checks"][backend]["o"]}
+        rows.append(row)
+
+    def three(r, key, spec):
+        return " / ".join(f"{r[k][key]:{spec}}" for k in ("default", "tf32", "fla"))
+
+    def ratio(r, key):
+        return (f"{r[key]['fwdbwd_ratio']:.2f}x "
+                f"{'met' if r[key]['met'] else 'missed'}")
+
+    table = TextTable(
+        ("shape", "fwd ms", "fwd+bwd ms", f"fwd+bwd / fla, fp32-grade ({limit:g}x)",
+         f"fwd+bwd / fla, TF32 ({limit:g}x)", "peak / fla", "error of o"),
+        [(r["shape"], three(r, "fwd_ms", ".3f"), three(r, "fwdbwd_ms", ".2f"),
+          ratio(r, "default"), ratio(r, "tf32"),
+          " / ".join(f"{r[k]['peak_ratio']:.2f}x" for k in ("default", "tf32")),
+          three(r, "error", ".1e")) for r in rows],
+        title="The gla kernel alone in fp32 beside fla's chunk_gla, one run: times and errors "
+              "as fp32-grade (the default) / TF32 (the opt-in) / chunk_gla (TF32); the error "
+              "is o's relative RMS against the fp32 loop",
+        align="lrrrrrr")
+    return CaptionedTable(table, run_caption(report), rows)

@@ -30,6 +30,10 @@ PRODUCERS = {
                           "fla_chunk --out book/results/{name}"),
     "chunk_sweep": "python3 benchmarks/gdn_chunk_profile.py --sweep --out book/results/{name}",
     "gdn_": "python3 benchmarks/gdn.py --out book/results/{name}",
+    "gla_record_tf32": ("python3 benchmarks/gdn.py --shapes B4_T4096_H40 B1_T16384_H40 "
+                        "--dtypes float32 --backends chunk_triton_kernel "
+                        "chunk_triton_kernel_tf32 fla_chunk --grad-check-max-T 0 "
+                        "--out book/results/{name}"),
     "gla_record": ("python3 benchmarks/gdn.py --backends chunk_triton chunk_triton_unchecked "
                    "chunk_triton_kernel fla_chunk --grad-check-max-T 0 --out book/results/{name}"),
     "gated_delta": "python3 benchmarks/gated_delta.py --out book/results/{name}",

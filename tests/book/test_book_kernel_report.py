@@ -127,7 +127,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 30 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 32 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
     auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
@@ -205,3 +205,29 @@ def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
     for rule in kr.STANDING:
         row = summary[f"{rule}: forward / a copy of its bytes, final tree"]
         assert row["worst"] == max(r["fwd_vs_copy"] for r in now.rows if r["rule"] == rule)
+
+
+def test_the_tf32_run_times_both_precisions_beside_chunk_gla_and_ends_the_summary():
+    """The gla kernel alone in fp32, each precision beside chunk_gla in one run: the ratios
+    divide that run's times, the verdicts are against the gla limit, and the summary's two
+    rows from it are the worst shapes; every final-tree row comes after all the others
+    (chapter 21 says "the last N rows")."""
+    both = kr.tf32_beside_peer()
+    report = results.load_result(kr.GLA_TF32_RUN)
+    assert len(both.rows) == len(report["shapes"]) == 2 and kr.GLA_TF32_RUN in both.caption
+    for row, entry in zip(both.rows, report["shapes"].values(), strict=True):
+        assert row["dtype"] == entry["dtype"] == "float32"
+        peer = entry["results"]["fla_chunk"]["fwdbwd_ms"]
+        for backend, (key, _) in kr.TF32_PRECISIONS.items():
+            ratio = entry["results"][backend]["fwdbwd_ms"] / peer
+            assert row[key]["fwdbwd_ratio"] == ratio
+            assert row[key]["met"] == (ratio <= kr.STANDING["gla"][4])
+    summary = kr.targets_summary()
+    rows = {r["target"]: r for r in summary.rows}
+    for key, words in (("default", "fp32-grade default"), ("tf32", "fp32 TF32 opt-in")):
+        row = rows[f"gla: forward + backward / fla chunk_gla, {words}, final tree"]
+        assert row["worst"] == max(r[key]["fwdbwd_ratio"] for r in both.rows)
+        assert row["met"] == all(r[key]["met"] for r in both.rows)
+    final = [r["target"].endswith("final tree") for r in summary.rows]
+    assert final == sorted(final) and sum(final) == 8
+    assert kr.GLA_TF32_RUN in summary.caption
