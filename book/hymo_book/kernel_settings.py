@@ -14,7 +14,8 @@ from hymo_mini.tables import TextTable
 
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
            "ADOPTED", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES", "change_label", "settings_table",
-           "comparisons", "keepers", "fastest", "handoffs", "device_ratios"]
+           "comparisons", "keepers", "fastest", "handoffs", "device_ratios", "GRAPH_RUNS",
+           "GRAPH_DTYPES", "graph_table"]
 
 # one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
 # change of each ({}) is the setting in use
@@ -44,6 +45,11 @@ STAGES_RUNS = {"gla": ("gla_defaults_b4t4096_h200_2026-12-03.json",
 # the final tree (2026-12-04): the gla forward over blocks of 32 steps instead of 16
 BLOCK_RUNS = {"gla": ("gla_block_b4t4096_h200_2026-12-04.json",
                       "gla_block_b1t16384_h200_2026-12-04.json")}
+# the final tree's kernels (commit 259a5f6), each rule's forward alone also replayed as one
+# CUDA graph ("graph_ms"); one run a shape, both rules in it
+GRAPH_RUNS = ("forward_graph_b4t4096_h200_2026-12-04.json",
+              "forward_graph_b1t16384_h200_2026-12-04.json")
+GRAPH_DTYPES = {**DTYPES, "float32_tf32": "fp32, TF32 products"}
 
 
 def change_label(change: dict) -> str:
@@ -164,3 +170,32 @@ def handoffs(run: str = HANDOFF_RUN) -> dict[str, dict[str, dict]]:
                 "fwd_ms": f["fwd_ms"], "device_ms": f["kernels_sum_ms"],
                 "fwdbwd_ms": f["fwdbwd_ms"]}
     return out
+
+
+def graph_table(runs: tuple[str, ...] = GRAPH_RUNS) -> CaptionedTable:
+    """Each rule's forward alone (the setting in use) three ways, per shape and dtype: a call
+    as do_bench times it, the same call replayed as one CUDA graph, and the sum of its
+    launches' device times; the graph and the device time over a copy of its bytes."""
+    rows, values, captions = [], [], []
+    for name in runs:
+        report = load_result(name, need=("gla_forward_changes", "delta_forward_changes"))
+        captions.append(run_caption(report))
+        shape = report["shape"]
+        for rule in ("gla", "delta"):
+            entry = report[f"{rule}_forward_changes"]["changes"][0]
+            assert not entry["change"], "the first change of a run is the setting in use"
+            for dtype, words in GRAPH_DTYPES.items():
+                f = entry["forward"][dtype]
+                row = {"rule": rule, "shape": shape, "dtype": dtype, "fwd_ms": f["fwd_ms"],
+                       "graph_ms": f["graph_ms"], "device_ms": f["kernels_sum_ms"],
+                       "copy_ms": f["copy_ms"], "graph_ratio": f["graph_ms"] / f["copy_ms"],
+                       "device_ratio": f["kernels_sum_ms"] / f["copy_ms"]}
+                values.append(row)
+                rows.append((rule, shape.replace("_", " "), words, f"{row['fwd_ms']:.3f}",
+                             f"{row['graph_ms']:.3f}", f"{row['device_ms']:.3f}",
+                             f"{row['graph_ratio']:.2f}x", f"{row['device_ratio']:.2f}x"))
+    table = TextTable(("rule", "shape", "dtype", "call ms", "graph ms", "device ms",
+                       "graph / copy", "device / copy"), rows, align="lllrrrrr",
+                      title="the forward alone: a call, the call replayed as a CUDA graph, "
+                            "and its launches' device time")
+    return CaptionedTable(table, "\n".join(captions), values)

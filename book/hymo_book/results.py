@@ -36,6 +36,9 @@ PRODUCERS = {
                         "--out book/results/{name}"),
     "gla_record": ("python3 benchmarks/gdn.py --backends chunk_triton chunk_triton_unchecked "
                    "chunk_triton_kernel fla_chunk --grad-check-max-T 0 --out book/results/{name}"),
+    "forward_graph": ("python3 benchmarks/gated_delta_profile.py --shape SHAPE --dtypes "
+                      "--no-sweep --gla-forward-changes '{{}}' --delta-forward-changes '{{}}' "
+                      "--out book/results/{name}"),
     "gated_delta": "python3 benchmarks/gated_delta.py --out book/results/{name}",
     "moe_dispatch": "python3 benchmarks/moe_dispatch.py --out book/results/{name}",
     "mqar_seeds": "python3 benchmarks/mqar_seeds.py --out book/results/{name}",

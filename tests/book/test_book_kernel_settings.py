@@ -96,3 +96,19 @@ def test_blocks_of_32_are_not_kept():
     table = ks.settings_table(ks.BLOCK_RUNS)
     assert ks.keepers(table) == []
     assert len(table.rows) == 2 * 6 * 2  # two shapes, six settings, two dtypes
+
+
+def test_the_graph_table_reads_both_rules_at_both_shapes():
+    """The forwards replayed as CUDA graphs: every rule, shape and dtype of the runs, the
+    replay within a few percent of the launches' device time, and each rule's forward
+    target still missed in the replay at both shapes (bf16 and the fp32 default)."""
+    table = ks.graph_table()
+    assert len(table.rows) == 2 * 2 * len(ks.GRAPH_DTYPES)  # two runs, two rules
+    for r in table.rows:
+        assert 0.95 < r["graph_ms"] / r["device_ms"] < 1.1, r
+        assert r["graph_ms"] <= r["fwd_ms"] * 1.05, r
+    limits = {"gla": 3.0, "delta": 4.0}
+    for r in table.rows:
+        if r["dtype"] in ("bfloat16", "float32"):
+            assert r["graph_ratio"] > limits[r["rule"]], r
+    assert "forward_graph_b4t4096_h200_2026-12-04.json" in table.caption
