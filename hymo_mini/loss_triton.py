@@ -34,6 +34,8 @@ import torch
 import triton
 import triton.language as tl
 
+from hymo_mini.launching import on_inputs_device
+
 __all__ = ["softcap_ce_rows_triton", "fast_tanh", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -109,6 +111,7 @@ def fast_tanh(dtype: torch.dtype) -> bool:
     return dtype in (torch.bfloat16, torch.float16) and not INTERPRET
 
 
+@on_inputs_device
 def softcap_ce_rows_triton(z: torch.Tensor, targets: torch.Tensor, cap: float,
                            ignore_index: int, grad: bool, scale: torch.Tensor | None = None,
                            block: int | None = None):

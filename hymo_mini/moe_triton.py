@@ -8,6 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
+from hymo_mini.launching import on_inputs_device
+
 __all__ = []  # kernels and their Functions, used through hymo_mini.moe_rows
 
 # ---- kernels ---------------------------------------------------------------------------
@@ -68,6 +70,7 @@ def _block(D: int) -> dict:
 
 
 # ---- the two shuffles, each a Function over its kernels ----------------------------------
+@on_inputs_device
 def _gather_raw(x, maps, dtype):
     out = torch.empty(maps.src.numel(), x.shape[1], dtype=dtype, device=x.device)
     if out.numel():
@@ -82,6 +85,7 @@ class _GatherRows(torch.autograd.Function):
         return _gather_raw(x.contiguous(), maps, dtype)
 
     @staticmethod
+    @on_inputs_device
     def backward(ctx, dout):
         maps = ctx.maps
         dout = dout.contiguous()
@@ -94,6 +98,7 @@ class _GatherRows(torch.autograd.Function):
 
 class _CombineRows(torch.autograd.Function):
     @staticmethod
+    @on_inputs_device
     def forward(ctx, y, maps, w):
         y, w = y.contiguous(), w.contiguous()
         out = torch.empty(maps.n, y.shape[1], dtype=y.dtype, device=y.device)
@@ -105,6 +110,7 @@ class _CombineRows(torch.autograd.Function):
         return out
 
     @staticmethod
+    @on_inputs_device
     def backward(ctx, g):
         y, w = ctx.saved_tensors
         maps = ctx.maps

@@ -21,7 +21,7 @@ from hymo_mini.tables import TextTable
 
 __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
-           "standing", "GLA_TF32_RUN", "TF32_PRECISIONS", "tf32_beside_peer"]
+           "standing", "GLA_TF32_RUN", "TF32_PRECISIONS", "tf32_beside_peer", "ERROR_FLOOR"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -348,6 +348,15 @@ def standing() -> CaptionedTable:
     return CaptionedTable(table, "\n".join(captions), rows)
 
 
+ERROR_FLOOR = 1e-6  # errors below it are shown as a verdict, not as rounding digits
+
+
+def _error_words(error: float) -> str:
+    """A relative error in words: below ERROR_FLOOR as "< 1e-06" (fp32-grade), else its
+    value."""
+    return f"< {ERROR_FLOOR:.0e}" if error < ERROR_FLOOR else f"{error:.1e}"
+
+
 def tf32_beside_peer() -> CaptionedTable:
     """The gla kernel alone in fp32 beside fla's chunk_gla, in one run (``GLA_TF32_RUN``),
     with each of its precisions (``TF32_PRECISIONS``): a row per shape, holding under
@@ -384,7 +393,8 @@ def tf32_beside_peer() -> CaptionedTable:
         [(r["shape"], three(r, "fwd_ms", ".3f"), three(r, "fwdbwd_ms", ".2f"),
           ratio(r, "default"), ratio(r, "tf32"),
           " / ".join(f"{r[k]['peak_ratio']:.2f}x" for k in ("default", "tf32")),
-          three(r, "error", ".1e")) for r in rows],
+          " / ".join(_error_words(r[k]["error"]) for k in ("default", "tf32", "fla")))
+         for r in rows],
         title="The gla kernel alone in fp32 beside fla's chunk_gla, one run: times and errors "
               "as fp32-grade (the default) / TF32 (the opt-in) / chunk_gla (TF32); the error "
               "is o's relative RMS against the fp32 loop",

@@ -82,6 +82,7 @@ import os
 import torch
 import triton
 
+from hymo_mini.launching import on_inputs_device
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.gated_delta.chunk_chain import _chain_fwd_kernel
 from hymo_mini.ops.gated_delta.chunk_groups import (
@@ -323,6 +324,7 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
     """(v, b, c, g, A, beta, initial_state, output_final_state) -> (o, final_state or None)."""
 
     @staticmethod
+    @on_inputs_device
     def forward(ctx, v, b, c, g, A, beta, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A, beta = (t.contiguous() for t in (v, b, c, g, A, beta))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
@@ -344,6 +346,7 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
         return o, ht
 
     @staticmethod
+    @on_inputs_device
     def backward(ctx, do, dht):
         if not ctx.saved_tensors:
             raise RuntimeError("ChunkGatedDeltaFunction: the forward ran with grad_mode=False "

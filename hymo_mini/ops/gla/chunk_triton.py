@@ -105,6 +105,7 @@ import os
 import torch
 import triton
 
+from hymo_mini.launching import on_inputs_device
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.gla.chunk_blocks import (
     _chunk_bwd_kernel,
@@ -379,6 +380,7 @@ class ChunkGLAFunction(torch.autograd.Function):
     """(v, b, c, g, A, initial_state, output_final_state) -> (o, final_state or None)."""
 
     @staticmethod
+    @on_inputs_device
     def forward(ctx, v, b, c, g, A, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
@@ -397,6 +399,7 @@ class ChunkGLAFunction(torch.autograd.Function):
         return o, ht
 
     @staticmethod
+    @on_inputs_device
     def backward(ctx, do, dht):
         v, b, c, g, A, h0, hb = ctx.saved_tensors
         if hb is None:

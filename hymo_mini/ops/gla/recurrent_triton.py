@@ -50,6 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
+from hymo_mini.launching import on_inputs_device
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 
 __all__ = ["recurrent_gla_triton", "RecurrentGLAFunction", "CONFIGS", "INTERPRET"]
@@ -288,6 +289,7 @@ class RecurrentGLAFunction(torch.autograd.Function):
     None). ``store_ckpt``: keep the checkpoints a backward needs."""
 
     @staticmethod
+    @on_inputs_device
     def forward(ctx, v, b, c, g, A, initial_state, output_final_state, store_ckpt):
         v, b, c, A = (t.contiguous() for t in (v, b, c, A))
         g32 = g.contiguous().float()  # (B, T, H): fp32, one word per step and head
@@ -299,6 +301,7 @@ class RecurrentGLAFunction(torch.autograd.Function):
         return o, ht
 
     @staticmethod
+    @on_inputs_device
     def backward(ctx, do, dht):
         v, b, c, g32, A, h0, ckpt = ctx.saved_tensors
         do = torch.zeros_like(v) if do is None else do.contiguous()
