@@ -359,3 +359,26 @@ def test_blocking_changed_between_forward_and_backward_says_so(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), chunk=32, block=32))
     with pytest.raises(RuntimeError, match=r"CONFIGS\['block'\] 16 -> 32 between the forward"):
         o.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_bf16_products_for_16bit_inputs(monkeypatch, dtype):
+    """CONFIGS["half_products"] = "bf16": the forward of 16-bit inputs multiplies bf16
+    roundings of the blocks (fp32 sums), the backward TF32; output, final state and every
+    gradient stay within the 16-bit tolerance of the loop, across chunks, with an initial
+    state and strong decay."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), half_products="bf16"))
+    check(2, 45, 2, 12, 20, dtype, 10.0, True, True)
+
+
+def test_half_products_apply_to_16bit_inputs_only(monkeypatch):
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), half_products="bf16"))
+    x16, x32 = torch.zeros(1, dtype=torch.bfloat16), torch.zeros(1)
+    assert gtc._precision(x16, x16, x16, forward=True) == (
+        "bf16_rounded" if gtc.INTERPRET else "bf16")
+    assert gtc._precision(x16, x16, x16) == "tf32"  # the backward's
+    assert gtc._precision(x32, x32, x32, forward=True) == "tf32x3"  # fp32: its default
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), half_products="fp8"))
+    with pytest.raises(ValueError, match=r"CONFIGS\['half_products'\] must be one of"):
+        gtc._precision(x16, x16, x16, forward=True)
+    assert gtc._precision(x32, x32, x32, forward=True) == "tf32x3"

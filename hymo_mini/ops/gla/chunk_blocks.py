@@ -12,7 +12,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from hymo_mini.ops.gla.chunk_states import LOG2E, _rows
+from hymo_mini.ops.gla.chunk_states import LOG2E, _dot, _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
 
@@ -66,11 +66,11 @@ def _intra(b_c, b_b, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr, GRAD: tl.conste
         b_gap, m_k = _level(b_l, o_i, k)
         b_X = tl.exp2(b_gap[:, None] * b_A2[None, :])  # [BT, BS] in [0, 1]
         b_cX, b_bX = b_c * b_X, b_b * b_X
-        b_W += tl.where(m_k, tl.dot(b_cX, tl.trans(b_bX), input_precision=PRECISION), 0.0)
+        b_W += tl.where(m_k, _dot(b_cX, tl.trans(b_bX), PRECISION), 0.0)
         if GRAD:
             b_Mk = tl.where(m_k, b_M, 0.0)  # [BT, BT]
-            b_dc += b_X * tl.dot(b_Mk, b_bX, input_precision=PRECISION)  # [BT, BS]
-            b_db += b_X * tl.dot(tl.trans(b_Mk), b_cX, input_precision=PRECISION)
+            b_dc += b_X * _dot(b_Mk, b_bX, PRECISION)  # [BT, BS]
+            b_db += b_X * _dot(tl.trans(b_Mk), b_cX, PRECISION)
     return b_W, b_dc, b_db
 
 
@@ -136,7 +136,7 @@ def _pairs(b_x, b_y, b_xE, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr,
     the two forms gave wrong outputs (see AUTO_PAIRS at the end of this file)."""
     if PRODUCT:
         b_yE = b_y * tl.exp2(-b_l[:, None] * b_A2[None, :])  # [BT, BS] at most 2^SPAN
-        b_W = tl.dot(b_xE, tl.trans(b_yE), input_precision=PRECISION)  # [BT, BT]
+        b_W = _dot(b_xE, tl.trans(b_yE), PRECISION)  # [BT, BT]
         b_W = tl.where(o_i[:, None] >= o_i[None, :], b_W, 0.0)
         b_yH = b_yE * tl.exp2(b_lend * b_A2)[None, :]  # [BT, BS]
     else:
@@ -180,17 +180,17 @@ def _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T,
         # read the state the block starts with, then the block itself
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
-        b_o = tl.dot(b_cH, b_h, input_precision=PRECISION)  # [BT, BD]
+        b_o = _dot(b_cH, b_h, PRECISION)  # [BT, BD]
         b_W, b_bH = _pairs(b_c, b_b, b_cH, b_l, b_lend, b_A2, o_i, LOG2_BT,
                            PAIRS == "product", PRECISION)
-        b_o += tl.dot(b_W, b_v, input_precision=PRECISION)  # [BT, BD]
+        b_o += _dot(b_W, b_v, PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
         tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
     else:
         b_bH = b_b * tl.exp2((b_lend - b_l)[:, None] * b_A2[None, :])  # [BT, BS]
     # hand the state to the next block (a block past the end leaves it as it is: g = b = 0)
     b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
-    return b_h + tl.dot(tl.trans(b_bH), b_v, input_precision=PRECISION)  # [BS, BD]
+    return b_h + _dot(tl.trans(b_bH), b_v, PRECISION)  # [BS, BD]
 
 
 @triton.jit
@@ -266,7 +266,7 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
         # the pairs: M_ts = do_t · v_s, then the in-block attention and its gradients
         b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        b_M = tl.dot(b_do, tl.trans(b_v), input_precision=PRECISION)  # [BT, BT] do_t·v_s
+        b_M = _dot(b_do, tl.trans(b_v), PRECISION)  # [BT, BT] do_t·v_s
         b_Mdiag = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_M, 0.0), axis=1)  # [BT]
         b_M = tl.where(o_i[:, None] > o_i[None, :], b_M, 0.0)  # pairs s < t
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
@@ -274,13 +274,13 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
         b_W, b_dci, b_dbi = _intra(b_c, b_b, b_M, b_l, b_A * LOG2E, o_i, LOG2_BT, True,
                                    PRECISION)
         # dv: the pairs, then the writes carried to the block end
-        b_dv = tl.dot(tl.trans(b_W), b_do, input_precision=PRECISION)  # [BT, BD]
+        b_dv = _dot(tl.trans(b_W), b_do, PRECISION)  # [BT, BD]
         b_eb = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> block end
-        b_dv += tl.dot(b_b * b_eb, b_dh, input_precision=PRECISION)
+        b_dv += _dot(b_b * b_eb, b_dh, PRECISION)
         tl.store(dv + o_row * D + o_d[None, :], b_dv.to(dv.dtype.element_ty), mask=m_tD)
         # db, and the part of dlog the writes and the in-block pairs give (see the module
         # docstring: the sums are arranged so that no two large terms cancel)
-        b_dbh = b_eb * tl.dot(b_v, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+        b_dbh = b_eb * _dot(b_v, tl.trans(b_dh), PRECISION)  # [BT, BS]
         b_x = b_b * (b_dbh + b_dbi) - b_c * b_dci  # [BT, BS]
         b_db = b_dbh + b_dbi + b_Mdiag[:, None] * b_c  # + the t = s terms
         tl.store(db + o_row * S + o_s[None, :], b_db.to(db.dtype.element_ty), mask=m_tS)
@@ -289,7 +289,7 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
         p_hb = hb + (i_bh.to(tl.int64) * NB + i_c * (BC // BT) + i_t) * S * D
         b_h = tl.load(p_hb + o_sd, mask=m_h, other=0.0)  # [BS, BD]
         b_ec = tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] block start -> t
-        b_dch = b_ec * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS]
+        b_dch = b_ec * _dot(b_do, tl.trans(b_h), PRECISION)  # [BT, BS]
         b_eT = tl.exp(b_lend * b_A)  # [BS] the whole block
         b_dlog += (b_eT * tl.sum(b_h * b_dh, axis=1))[None, :]  # the carry
         b_dc = b_dch + b_dci + b_Mdiag[:, None] * b_b
@@ -300,7 +300,7 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
         tl.store(dg + row0 + o_t * H, b_dg.to(dg.dtype.element_ty), mask=m_t)
         # the gradient at the block start = at the end of the block before
         b_dh = b_dh * b_eT[:, None]
-        b_dh += tl.dot(tl.trans(b_c * b_ec), b_do, input_precision=PRECISION)  # [BS, BD]
+        b_dh += _dot(tl.trans(b_c * b_ec), b_do, PRECISION)  # [BS, BD]
     tl.store(dA + (i_bh.to(tl.int64) * NC + i_c) * S + o_s, b_dA, mask=m_s)
 
 

@@ -22,6 +22,22 @@ __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
 
 LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x · log2(e))
 
+
+@triton.jit
+def _dot(a, b, PRECISION: tl.constexpr):
+    """a @ b, accumulated in fp32: ``tl.dot`` with input_precision PRECISION ("tf32",
+    "tf32x3", "ieee"), or for PRECISION "bf16" of a and b rounded to bf16 (the tensor
+    cores' 16-bit rate; an option for 16-bit inputs, CONFIGS["half_products"]). Under the
+    interpreter "bf16" arrives as "bf16_rounded": the same roundings multiplied in fp32
+    (Triton 3.9's interpreter returns garbage from a dot of bf16 blocks)."""
+    if PRECISION == "bf16":
+        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    elif PRECISION == "bf16_rounded":
+        return tl.dot(a.to(tl.bfloat16).to(tl.float32), b.to(tl.bfloat16).to(tl.float32),
+                      input_precision="ieee")
+    else:
+        return tl.dot(a, b, input_precision=PRECISION)
+
 # --------------------------------------------------------------------------------------
 # Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);
 # states (B·H, NC, S, D) fp32. Step t of (i_b, i_h) is row (i_b·T + t)·H + i_h.
@@ -46,7 +62,7 @@ def _chunk_delta(b, v, g, b_A2, row0, o_t, m_t, o_s, m_s, o_d, m_d, S: tl.conste
     b_b = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
     b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
     b_b = b_b * tl.exp2((b_Lend - b_L)[:, None] * b_A2[None, :])  # decayed to the chunk end
-    b_dh = tl.dot(tl.trans(b_b), b_v, input_precision=PRECISION)  # [BS, BD]
+    b_dh = _dot(tl.trans(b_b), b_v, PRECISION)  # [BS, BD]
     return b_dh, b_Lend
 
 
@@ -135,6 +151,6 @@ def _state_bwd_kernel(c, g, A, do, dht, dhs, dh0, T,
         b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
         b_c = b_c * tl.exp(b_L[:, None] * b_A[None, :])  # decayed from the chunk start
         b_dh = b_dh * tl.exp(b_Lend * b_A)[:, None]
-        b_dh += tl.dot(tl.trans(b_c), b_do, input_precision=PRECISION)  # [BS, BD]
+        b_dh += _dot(tl.trans(b_c), b_do, PRECISION)  # [BS, BD]
     if STORE_DH0:
         tl.store(dh0 + i_bh.to(tl.int64) * S * D + o_state, b_dh, mask=m_h)

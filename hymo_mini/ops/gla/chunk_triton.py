@@ -122,7 +122,7 @@ from hymo_mini.ops.gla.chunk_states import (
 from hymo_mini.ops.precision import dot_precision
 
 __all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "BLOCK_STATES",
-           "FORWARDS", "PAIRS", "INTERPRET"]
+           "FORWARDS", "PAIRS", "HALF_PRODUCTS", "INTERPRET"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -163,6 +163,7 @@ CONFIGS = {
     "output_fwd": dict(num_warps=1, num_stages=2),
     "state_bwd": dict(split=16, num_warps=1, num_stages=3),
     "chunk_bwd": dict(num_warps=1, num_stages=1),
+    "half_products": "tf32",  # bf16 / fp16 inputs: the products' operands (HALF_PRODUCTS)
 }
 BLOCKS = (16, 32)
 BLOCK_STATES = ("store", "recompute")
@@ -176,6 +177,11 @@ FORWARDS = ("scan", "chain")
 # keeps every factor within 2^±64 and by the levels elsewhere, in two launches
 # (chunk_blocks._pairs, _claims).
 PAIRS = ("levels", "auto")
+# "half_products", what the products of bf16 and fp16 inputs multiply: "tf32", the fp32
+# blocks as TF32 (10-bit mantissa); "bf16", the blocks rounded to bf16 (8 bits, the tensor
+# cores' 16-bit rate, as fla multiplies 16-bit inputs). Both accumulate in fp32. An option,
+# not the default (benchmarks/GATED_DELTA_NOTES.md has its GPU run).
+HALF_PRODUCTS = ("tf32", "bf16")
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
@@ -188,6 +194,7 @@ INTERPRET_CONFIGS = {
     "output_fwd": dict(num_warps=1, num_stages=1),
     "state_bwd": dict(split=1 << 30, num_warps=1, num_stages=1),
     "chunk_bwd": dict(num_warps=1, num_stages=1),
+    "half_products": "tf32",
 }
 
 
@@ -209,8 +216,18 @@ def _split(S: int, D: int, split: int):
     return BS, BD, triton.cdiv(S, BS), triton.cdiv(D, BD)
 
 
-def _precision(v, b, c) -> str:
-    return dot_precision(torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype)))
+def _precision(v, b, c, forward: bool = False) -> str:
+    """The products' grade (``chunk_states._dot``): dot_precision's, or for the forward of
+    16-bit inputs CONFIGS["half_products"] (the backward keeps TF32: with bf16 operands its
+    gate gradients, sums of many cancelling terms, were 10-16% off the loop's)."""
+    dtype = torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype))
+    if not forward or dtype not in (torch.bfloat16, torch.float16):
+        return dot_precision(dtype)
+    half = _config("half_products")
+    if half not in HALF_PRODUCTS:
+        raise ValueError(f"CONFIGS['half_products'] must be one of {HALF_PRODUCTS}, got "
+                         f"{half!r}")
+    return "bf16_rounded" if half == "bf16" and INTERPRET else half
 
 
 def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: str) -> None:
@@ -391,7 +408,7 @@ class ChunkGLAFunction(torch.autograd.Function):
         ctx.precision = _precision(v, b, c)
         o, hb, ht, rebuild = _forward(v, b, c, g, A, h0, output_final_state,
                                       bool(grad_mode) and any(ctx.needs_input_grad),
-                                      ctx.precision)
+                                      _precision(v, b, c, forward=True))
         ctx.save_for_backward(v, b, c, g, A, h0, hb)
         ctx.blocking = _blocking()
         ctx.rebuild = rebuild
