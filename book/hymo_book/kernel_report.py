@@ -261,6 +261,14 @@ def targets_summary() -> CaptionedTable:
                      "met": all(r[key]["met"] for r in both.rows),
                      "where": f"the kernel alone, {worst['shape']} {worst['dtype']} "
                               f"({products}), worst of {len(both.rows)}"})
+    half = kernel_settings.settings_table(kernel_settings.HALF_RUNS)  # bf16 products
+    bf16 = kernel_settings.device_ratios(half, {"half_products": "bf16"})["bfloat16"]
+    rows.append({"target": "gla: forward, device time / a copy of its bytes, bf16 products, "
+                           "final tree", "limit": TARGETS["fwd_vs_copy"],
+                 "worst": bf16["device_ratio"],
+                 "met": bf16["device_ratio"] <= TARGETS["fwd_vs_copy"],
+                 "where": f"the kernel alone, bf16, worst of 2 shapes: "
+                          f"{bf16['shape'].replace('_', ' ')}"})
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -271,7 +279,7 @@ def targets_summary() -> CaptionedTable:
                          *(run_caption(r) for r in reports), run_caption(auto_run),
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
                          kernel_forward.pairs_table().caption, reach.caption, now.caption,
-                         both.caption])
+                         both.caption, half.caption])
     return CaptionedTable(table, caption, rows)
 
 

@@ -15,7 +15,7 @@ from hymo_mini.tables import TextTable
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
            "ADOPTED", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES", "change_label", "settings_table",
            "comparisons", "keepers", "fastest", "handoffs", "device_ratios", "GRAPH_RUNS",
-           "GRAPH_DTYPES", "graph_table"]
+           "GRAPH_DTYPES", "graph_table", "HALF_RUNS"]
 
 # one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
 # change of each ({}) is the setting in use
@@ -45,6 +45,11 @@ STAGES_RUNS = {"gla": ("gla_defaults_b4t4096_h200_2026-12-03.json",
 # the final tree (2026-12-04): the gla forward over blocks of 32 steps instead of 16
 BLOCK_RUNS = {"gla": ("gla_block_b4t4096_h200_2026-12-04.json",
                       "gla_block_b1t16384_h200_2026-12-04.json")}
+# the gla forward of bf16 inputs with its products' operands as TF32 (in use then) and as
+# bf16 roundings (CONFIGS["half_products"] = "bf16"), tree 511afe3, one run a shape; the
+# next commit made "bf16" the GPU's default
+HALF_RUNS = {"gla": ("gla_half_b4t4096_h200_2026-12-04.json",
+                     "gla_half_b1t16384_h200_2026-12-04.json")}
 # the final tree's kernels (commit 259a5f6), each rule's forward alone also replayed as one
 # CUDA graph ("graph_ms"); one run a shape, both rules in it
 GRAPH_RUNS = ("forward_graph_b4t4096_h200_2026-12-04.json",
@@ -62,6 +67,8 @@ def change_label(change: dict) -> str:
             words.append(f"chunks of {value} steps")
         elif key == "handoff":
             words.append(f"hand-over by {value}")
+        elif key == "half_products":
+            words.append(f"{value} products")
         elif isinstance(value, dict):
             launch = ", ".join(f"{k.replace('num_', '')} {v}" for k, v in value.items()
                                if k != "chunks")

@@ -289,7 +289,23 @@ def _standing_text() -> list[str]:
             "(`torch.backends.cuda.matmul.allow_tf32 = True`) the gla kernel alone took "
             f"{grade('tf32')} `chunk_gla`'s forward + backward at both shapes, against "
             f"{grade('default')} with the default in the same run ({GLA_TF32_RUN}): it "
-            f"{opt_in} the {STANDING['gla'][4]:g}× limit (chapter 21)."]
+            f"{opt_in} the {STANDING['gla'][4]:g}× limit (chapter 21). "
+            + _half_text()]
+
+
+def _half_text() -> str:
+    """The gla forward of bf16 inputs with bf16 products, the GPU's default since."""
+    from hymo_book.kernel_settings import HALF_RUNS, device_ratios, settings_table
+    from hymo_book.kernel_targets import TARGETS
+
+    half = settings_table(HALF_RUNS)
+    ratios = [r["device_ratio"] for r in half.rows if r["change"]]
+    limit = TARGETS["fwd_vs_copy"]
+    worst = device_ratios(half, {"half_products": "bf16"})["bfloat16"]["device_ratio"]
+    return ("With bf16 products in the forward of 16-bit inputs (the GPU's default since; "
+            f"{', '.join(HALF_RUNS['gla'])}), the gla forward's device time is "
+            f"{min(ratios):.2f}–{max(ratios):.2f}× a copy of its bytes (limit {limit:g}×: "
+            f"{'met' if worst <= limit else 'missed'}).")
 
 
 def _gla_table(gdn: dict) -> list[str]:

@@ -112,3 +112,21 @@ def test_the_graph_table_reads_both_rules_at_both_shapes():
         if r["dtype"] in ("bfloat16", "float32"):
             assert r["graph_ratio"] > limits[r["rule"]], r
     assert "forward_graph_b4t4096_h200_2026-12-04.json" in table.caption
+
+
+def test_bf16_products_are_kept():
+    """bf16 products in the 16-bit gla forward: faster at both shapes, forward + backward no
+    slower, so chapter 21's rule keeps them (the package's default on a GPU since), and the
+    forward then meets the 3x device-time target; the outputs agree with TF32's to bf16's
+    grade."""
+    import hymo_mini.ops.gla.chunk_triton as gtc
+
+    table = ks.settings_table(ks.HALF_RUNS)
+    assert ks.change_label({"half_products": "bf16"}) == "bf16 products"
+    assert ks.keepers(table) == ["gla: bf16 products"]
+    assert gtc.CONFIGS["half_products"] == "bf16"
+    worst = ks.device_ratios(table, {"half_products": "bf16"})["bfloat16"]
+    assert worst["device_ratio"] <= 3.0
+    for name in ks.HALF_RUNS["gla"]:
+        changes = load_result(name)["gla_forward_changes"]["changes"]
+        assert changes[1]["forward"]["bfloat16"]["rel_vs_first"] < 2 ** -7
