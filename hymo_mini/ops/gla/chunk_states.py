@@ -33,10 +33,18 @@ def _dot(a, b, PRECISION: tl.constexpr):
     if PRECISION == "bf16":
         return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
     elif PRECISION == "bf16_rounded":
-        return tl.dot(a.to(tl.bfloat16).to(tl.float32), b.to(tl.bfloat16).to(tl.float32),
-                      input_precision="ieee")
+        return tl.dot(_bf16_round(a), _bf16_round(b), input_precision="ieee")
     else:
         return tl.dot(a, b, input_precision=PRECISION)
+
+
+@triton.jit
+def _bf16_round(x):
+    """fp32 x rounded to the nearest bf16 (ties to even), kept in fp32, by its bits: the
+    interpreter's own conversion to bf16 truncates, whatever rounding it is asked for."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
 
 # --------------------------------------------------------------------------------------
 # Kernels. Layouts: v, do (B, T, H, D); b, c (B, T, H, S); g (B, T, H); A (H, S);

@@ -225,7 +225,7 @@ def _split(S: int, D: int, split: int):
 def _precision(v, b, c, forward: bool = False) -> str:
     """The products' grade (``chunk_states._dot``): dot_precision's, or for the forward of
     16-bit inputs CONFIGS["half_products"] (the backward keeps TF32: with bf16 operands its
-    gate gradients, sums of many cancelling terms, were 10-16% off the loop's)."""
+    gate gradients, sums of many cancelling terms, were 6-18% off the loop's)."""
     dtype = torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype))
     if not forward or dtype not in (torch.bfloat16, torch.float16):
         return dot_precision(dtype)
