@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["check_inputs", "check_triton_device", "compute_dtype", "start_state",
-           "empty_sequence", "LAYOUTS"]
+__all__ = ["check_inputs", "check_triton_device", "check_same_layout", "compute_dtype",
+           "start_state", "empty_sequence", "LAYOUTS"]
 
 LAYOUTS = {"v": "(B, T, H, D)", "b": "(B, T, H, S)", "c": "(B, T, H, S)", "g": "(B, T, H)",
            "A": "(H, S)", "beta": "(B, T, H)", "initial_state": "(B, H, S, D)"}
@@ -81,6 +81,18 @@ def check_triton_device(v, interpret: bool, what: str, module: str, instead: str
     if v.device.type != "cuda" and not interpret:
         raise RuntimeError(f"{what} needs a CUDA GPU, or the Triton interpreter on CPU: set "
                            f"TRITON_INTERPRET=1 before {module} is imported, or use {instead}")
+
+
+def check_same_layout(function: str, kept: dict, now: dict) -> None:
+    """Raise unless the settings that lay out what ``function``'s forward kept for its
+    backward (``kept``, by name) are still those in use (``now``): under other settings the
+    backward would read the kept tensors wrongly, a silent wrong gradient."""
+    changed = ", ".join(f"CONFIGS[{k!r}] {kept[k]!r} -> {now[k]!r}" for k in now
+                        if now[k] != kept[k])
+    if changed:
+        raise RuntimeError(f"{function}: {changed} between the forward and its backward; what "
+                           "the forward kept is laid out for the old settings: change CONFIGS "
+                           "before a forward, not between it and its backward")
 
 
 def compute_dtype(v: torch.Tensor) -> torch.dtype:

@@ -83,7 +83,12 @@ import torch
 import triton
 
 from hymo_mini.launching import on_inputs_device
-from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
+from hymo_mini.ops.checks import (
+    check_inputs,
+    check_same_layout,
+    check_triton_device,
+    empty_sequence,
+)
 from hymo_mini.ops.gated_delta.chunk_chain import _chain_fwd_kernel
 from hymo_mini.ops.gated_delta.chunk_groups import (
     _group_bwd_kernel,
@@ -352,11 +357,8 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
             raise RuntimeError("ChunkGatedDeltaFunction: the forward ran with grad_mode=False "
                                "and kept nothing for a backward; apply it with grad_mode=True "
                                "(the default)")
-        if _config("chunk") != ctx.chunk:
-            raise RuntimeError(f"ChunkGatedDeltaFunction: CONFIGS['chunk'] {ctx.chunk!r} -> "
-                               f"{_config('chunk')!r} between the forward and its backward; what "
-                               "the forward kept is laid out for the old chunk: change CONFIGS "
-                               "before a forward, not between it and its backward")
+        check_same_layout("ChunkGatedDeltaFunction", {"chunk": ctx.chunk},
+                          {"chunk": _config("chunk")})
         v, b, c, g, A, beta, hs, u, w, mk, ti = ctx.saved_tensors
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None

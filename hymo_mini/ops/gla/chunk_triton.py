@@ -108,7 +108,12 @@ import torch
 import triton
 
 from hymo_mini.launching import on_inputs_device
-from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
+from hymo_mini.ops.checks import (
+    check_inputs,
+    check_same_layout,
+    check_triton_device,
+    empty_sequence,
+)
 from hymo_mini.ops.gla.chunk_blocks import (
     _chunk_bwd_kernel,
     _output_fwd_kernel,
@@ -360,17 +365,6 @@ def _blocking() -> dict:
     return {name: _config(name) for name in ("chunk", "block")}
 
 
-def _same_blocking(kept: dict) -> None:
-    """Raise if the layout settings changed between a forward and its backward."""
-    now = _blocking()
-    if now != kept:
-        changed = ", ".join(f"CONFIGS[{k!r}] {kept[k]!r} -> {now[k]!r}" for k in now
-                            if now[k] != kept[k])
-        raise RuntimeError(f"ChunkGLAFunction: {changed} between the forward and its backward; the "
-                           "states the forward kept are laid out for the old settings: "
-                           "change CONFIGS before a forward, not between it and its backward")
-
-
 def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht, precision):
     B, T, H, D = v.shape
     S = b.shape[-1]
@@ -407,11 +401,11 @@ class ChunkGLAFunction(torch.autograd.Function):
     def forward(ctx, v, b, c, g, A, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
+        # the backward's products' grade, chosen now: it multiplies as chosen here even if
+        # PyTorch's TF32 switch changes in between
+        ctx.precision = _precision(v, b, c)
         # grad_mode: whether autograd was recording where the caller applied this (inside
         # forward it never is); a backward can only follow if it was and an input needs it
-        # the products' grade, chosen once: the backward multiplies as the forward did, even
-        # if PyTorch's TF32 switch changes in between
-        ctx.precision = _precision(v, b, c)
         o, hb, ht, rebuild = _forward(v, b, c, g, A, h0, output_final_state,
                                       bool(grad_mode) and any(ctx.needs_input_grad),
                                       _precision(v, b, c, forward=True))
@@ -428,7 +422,7 @@ class ChunkGLAFunction(torch.autograd.Function):
         if hb is None:
             raise RuntimeError("ChunkGLAFunction: the forward ran with grad_mode=False and kept "
                                "nothing for a backward; apply it with grad_mode=True (the default)")
-        _same_blocking(ctx.blocking)
+        check_same_layout("ChunkGLAFunction", ctx.blocking, _blocking())
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = dht.contiguous().float() if dht is not None else None
         dv, db, dc, dg, dA, dh0 = _backward(v, b, c, g, A, h0, hb, ctx.rebuild, do, dht,
