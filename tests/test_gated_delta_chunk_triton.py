@@ -362,3 +362,39 @@ def test_chunk_changed_between_forward_and_backward_says_so(monkeypatch):
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), chunk=32))
     with pytest.raises(RuntimeError, match=r"CONFIGS\['chunk'\] 16 -> 32 between the forward"):
         o.sum().backward()
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("forward", gdt.FORWARDS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_bf16_products_for_16bit_inputs(monkeypatch, dtype, forward):
+    """CONFIGS["half_products"] = "bf16" (the GPU's default): the forward of 16-bit inputs
+    multiplies bf16 roundings of its blocks (the WY solves, the walk, the stretch maps,
+    the outputs), the backward TF32; output, final state and every gradient stay within
+    the 16-bit tolerance of the loop, with an initial state and strong decay."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), half_products="bf16",
+                                          forward=forward))
+    check(1, 45, 2, 12, 20, dtype, decay_scale=10.0)
+
+
+@pytest.mark.triton
+def test_half_products_setting_checked(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), half_products="fp8"))
+    leaves = [t.detach() for t in make_leaves(1, 5, 1, 16, 16, torch.bfloat16)]
+    with pytest.raises(ValueError, match=r"CONFIGS\['half_products'\] must be one of"):
+        chunk_gated_delta_triton(*leaves)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("group", [False, True], ids=["one_walk", "groups"])
+def test_walk_that_reads_ahead(monkeypatch, group):
+    """The forward's walk with state_fwd "prefetch" (each step reads the next chunk's W,
+    Uv and K̂ before its own products), as one walk and over groups of 2 chunks (the read
+    ahead stops at its group's end, where another program's U may already stand), a
+    ragged tail and a masked second block of value columns."""
+    cols = dict(split=16, num_warps=1, num_stages=1)
+    groups = dict(chunks=2, below=1 << 30) if group else dict(chunks=1 << 30, below=0)
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward="passes",
+                                          state_fwd=dict(cols, prefetch=True),
+                                          state_bwd=cols, group=groups))
+    check(1, 70, 2, 32, 20, decay_scale=0.3)

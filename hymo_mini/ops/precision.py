@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["dot_precision", "tf32_allowed"]
+__all__ = ["dot_precision", "kernel_precision", "tf32_allowed", "HALF_PRODUCTS"]
+
+# what the forward of bf16 / fp16 inputs multiplies (each kernel's CONFIGS["half_products"]):
+# "tf32", its fp32 blocks as TF32 (10-bit mantissa); "bf16", the blocks rounded to bf16
+# (8 bits, the tensor cores' 16-bit rate). Both accumulate in fp32.
+HALF_PRODUCTS = ("tf32", "bf16")
 
 
 def tf32_allowed() -> bool:
@@ -30,3 +35,19 @@ def dot_precision(dtype: torch.dtype) -> str:
     if dtype in (torch.bfloat16, torch.float16):
         return "tf32"
     return "tf32" if tf32_allowed() else "tf32x3"
+
+
+def kernel_precision(dtype: torch.dtype, half_products: str, *, forward: bool,
+                     interpret: bool) -> str:
+    """What a chunk kernel's products (``hymo_mini.ops.gla.chunk_states._dot``) multiply for
+    inputs of ``dtype``: dot_precision's grade, except in the forward of 16-bit inputs,
+    where ``half_products`` (one of HALF_PRODUCTS) decides. Under the Triton interpreter
+    "bf16" becomes "bf16_rounded", the same roundings multiplied in fp32. The backwards
+    keep TF32: with bf16 operands their gate gradients, sums of many cancelling terms,
+    drift from the loop's."""
+    if not forward or dtype not in (torch.bfloat16, torch.float16):
+        return dot_precision(dtype)
+    if half_products not in HALF_PRODUCTS:
+        raise ValueError(f"CONFIGS['half_products'] must be one of {HALF_PRODUCTS}, got "
+                         f"{half_products!r}")
+    return "bf16_rounded" if half_products == "bf16" and interpret else half_products

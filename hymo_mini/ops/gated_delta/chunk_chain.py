@@ -50,7 +50,7 @@ import triton.language as tl
 from hymo_mini.ops.gated_delta.chunk_kernels import _erasures
 from hymo_mini.ops.gla.chunk_blocks import LOG2E, _chunk_fits, _gate_sums, _pairs
 from hymo_mini.ops.gla.chunk_chain import _hand_on, _state_handed_on
-from hymo_mini.ops.gla.chunk_states import _rows
+from hymo_mini.ops.gla.chunk_states import _dot, _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
 
@@ -130,17 +130,17 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         if KEEP:
             tl.store(mk + p_tt + j * BT * BT, b_Mk)
             tl.store(ti + p_tt + j * BT * BT, b_Ti)
-        b_w = tl.dot(b_Ti, b_Kt * b_beta[:, None], input_precision=PRECISION)  # [BT, BS] W
-        b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD] Uv
+        b_w = _dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # [BT, BS] W
+        b_uv = _dot(b_Ti, b_v * b_beta[:, None], PRECISION)  # [BT, BD] Uv
         o_row = row0 + o_t[:, None] * H  # [BT, 1]
         if not REDO:
             tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
             tl.store(u + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])
         b_G = tl.exp2(b_lend * b_A2)[:, None]  # [BS, 1] Γ_C
-        b_WM = tl.dot(b_w, b_M, input_precision=PRECISION)  # [BT, BS]
-        b_M = b_M * b_G - tl.dot(tl.trans(b_kh), b_WM, input_precision=PRECISION)
-        b_R = b_uv - tl.dot(b_w, b_B, input_precision=PRECISION)  # [BT, BD]
-        b_B = b_B * b_G + tl.dot(tl.trans(b_kh), b_R, input_precision=PRECISION)
+        b_WM = _dot(b_w, b_M, PRECISION)  # [BT, BS]
+        b_M = b_M * b_G - _dot(tl.trans(b_kh), b_WM, PRECISION)
+        b_R = b_uv - _dot(b_w, b_B, PRECISION)  # [BT, BD]
+        b_B = b_B * b_G + _dot(tl.trans(b_kh), b_R, PRECISION)
     # 2. the state the stretch starts with, and the one it hands on
     p_hs = hs + (i_bh.to(tl.int64) * NK + k0) * S * D + o_sd  # [BS, BD] its first chunk's
     if PAIRS == "product":
@@ -148,7 +148,7 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
             tl.atomic_xchg(p_flag, 2, sem="release")
             return
     b_h = _state_handed_on(p_hs, h0, flags, i_c, i_bh, BH, o_sd, m_h, S, D, BS, BD, USE_H0)
-    b_next = tl.dot(b_M, b_h, input_precision=PRECISION) + b_B  # [BS, BD]
+    b_next = _dot(b_M, b_h, PRECISION) + b_B  # [BS, BD]
     if i_c + 1 < NC:
         _hand_on(p_hs + NB * S * D, b_next, m_h, flags, i_c, i_bh, BH)
     else:
@@ -173,21 +173,21 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
             b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT,
                                 PAIRS == "product", PRECISION)
             b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
-            b_w = tl.dot(b_Ti, b_Kt * b_beta[:, None], input_precision=PRECISION)  # W
+            b_w = _dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # W
             b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-            b_u = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # Uv
+            b_u = _dot(b_Ti, b_v * b_beta[:, None], PRECISION)  # Uv
         else:
             b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
             b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD] Uv
-        b_u -= tl.dot(b_w, b_h, input_precision=PRECISION)  # [BT, BD] U
+        b_u -= _dot(b_w, b_h, PRECISION)  # [BT, BD] U
         if KEEP:
             tl.store(u + o_row * D + o_d[None, :], b_u, mask=m_tD)
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] Q̃
         b_P, b_kh = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT,
                            PAIRS == "product", PRECISION)  # [BT, BT] the pairs P, [BT, BS] K̂
-        b_o = tl.dot(b_Qt, b_h, input_precision=PRECISION)  # [BT, BD] Q̃ H
-        b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
+        b_o = _dot(b_Qt, b_h, PRECISION)  # [BT, BD] Q̃ H
+        b_o += _dot(b_P, b_u, PRECISION)
         tl.store(o + o_row * D + o_d[None, :], b_o.to(o.dtype.element_ty), mask=m_tD)
         b_h = b_h * tl.exp2(b_lend * b_A2)[:, None]
-        b_h += tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)
+        b_h += _dot(tl.trans(b_kh), b_u, PRECISION)

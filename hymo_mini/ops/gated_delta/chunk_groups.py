@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gated_delta.chunk_states import _carry, _chunk_gates
-from hymo_mini.ops.gla.chunk_states import _rows
+from hymo_mini.ops.gla.chunk_states import _dot, _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
 
@@ -100,7 +100,7 @@ def _group_fwd_kernel(b, g, A, w, uv, tg, T, NG, GROUP,
         m_t = o_t < T
         b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_u = _rows(uv, row0, o_t, m_t, o_c, m_v, D, H)  # [BT, BD] Uv, or 0 for M
-        b_u -= tl.dot(b_w, b_x, input_precision=PRECISION)
+        b_u -= _dot(b_w, b_x, PRECISION)
         b_x = _carry(b, g, b_A, b_x, b_u, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT, PRECISION)
     _store_summary(tg, i_bg, b_x, is_m, o_c, m_c, S, D, BS)
 
@@ -125,14 +125,14 @@ def _group_bwd_kernel(b, c, g, A, w, do, du, tg, T, NG, GROUP,
         m_t = o_t < T
         b_l, b_lend, b_kh = _chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT)
         b_du = _rows(du, row0, o_t, m_t, o_c, m_v, D, H)  # [BT, BD] Pᵀ dO, or 0 for N
-        b_du += tl.dot(b_kh, b_x, input_precision=PRECISION)
+        b_du += _dot(b_kh, b_x, PRECISION)
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_qt = b_q * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] Q̃
         b_do = _rows(do, row0, o_t, m_t, o_c, m_v, D, H)  # [BT, BD], or 0 for N
         b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_x = b_x * tl.exp(b_lend * b_A)[:, None]
-        b_x += tl.dot(tl.trans(b_qt), b_do, input_precision=PRECISION)  # [BS, BD]
-        b_x -= tl.dot(tl.trans(b_w), b_du, input_precision=PRECISION)
+        b_x += _dot(tl.trans(b_qt), b_do, PRECISION)  # [BS, BD]
+        b_x -= _dot(tl.trans(b_w), b_du, PRECISION)
     _store_summary(tg, i_bg, b_x, is_m, o_c, m_c, S, D, BS)
 
 
@@ -175,7 +175,7 @@ def _group_scan_fwd_kernel(tg, h0, hg, ht, NG,
     for i_grp in range(0, NG):
         tl.store(hg + (i_bh.to(tl.int64) * NG + i_grp) * S * D + o_h, b_h, mask=m_h)
         b_m, b_b = _summary(tg, i_bh, i_grp, NG, o_d, m_d, S, D, BS)
-        b_h = tl.dot(b_m, b_h, input_precision=PRECISION) + b_b
+        b_h = _dot(b_m, b_h, PRECISION) + b_b
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_h, b_h, mask=m_h)
 
@@ -192,6 +192,6 @@ def _group_scan_bwd_kernel(tg, dht, dhg, dh0, NG,
         i_grp = NG - 1 - k
         tl.store(dhg + (i_bh.to(tl.int64) * NG + i_grp) * S * D + o_h, b_dh, mask=m_h)
         b_m, b_b = _summary(tg, i_bh, i_grp, NG, o_d, m_d, S, D, BS)
-        b_dh = tl.dot(b_m, b_dh, input_precision=PRECISION) + b_b
+        b_dh = _dot(b_m, b_dh, PRECISION) + b_b
     if STORE_DH0:
         tl.store(dh0 + i_bh.to(tl.int64) * S * D + o_h, b_dh, mask=m_h)

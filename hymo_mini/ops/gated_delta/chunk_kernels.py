@@ -24,7 +24,7 @@ from hymo_mini.ops.gla.chunk_blocks import (
     _level,
     _pairs,
 )
-from hymo_mini.ops.gla.chunk_states import _rows
+from hymo_mini.ops.gla.chunk_states import _dot, _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
 
@@ -57,8 +57,8 @@ def _unit_lower_inverse_levels(b_M, o_i, LOG2_BT: tl.constexpr, PRECISION: tl.co
     b_T = tl.where(i == j, 1.0, 0.0)  # [BT, BT] the inverse on blocks of one step
     for k in tl.static_range(LOG2_BT):
         m_k = ((i >> (k + 1)) == (j >> (k + 1))) & (((i >> k) & 1) == 1) & (((j >> k) & 1) == 0)
-        b_TM = tl.dot(b_T, tl.where(m_k, b_M, 0.0), input_precision=PRECISION)  # [BT, BT]
-        b_T -= tl.dot(b_TM, b_T, input_precision=PRECISION)
+        b_TM = _dot(b_T, tl.where(m_k, b_M, 0.0), PRECISION)  # [BT, BT]
+        b_T -= _dot(b_TM, b_T, PRECISION)
     return b_T
 
 
@@ -102,17 +102,17 @@ def _pair_grads(b_q, b_k, b_dP, b_dMk, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
         b_qX, b_kX = b_q * b_X, b_k * b_X
         b_dPk = tl.where(m_k, b_dP, 0.0)  # [BT, BT]
         b_dMkk = tl.where(m_k, b_dMk, 0.0)  # [BT, BT]
-        b_dqk = b_X * tl.dot(b_dPk, b_kX, input_precision=PRECISION)  # [BT, BS] P, t side
-        b_dkk = b_X * (tl.dot(tl.trans(b_dPk), b_qX, input_precision=PRECISION)  # P, s side
-                       + tl.dot(b_dMkk, b_kX, input_precision=PRECISION)  # Mk, t side
-                       + tl.dot(tl.trans(b_dMkk), b_kX, input_precision=PRECISION))  # s side
+        b_dqk = b_X * _dot(b_dPk, b_kX, PRECISION)  # [BT, BS] P, t side
+        b_dkk = b_X * (_dot(tl.trans(b_dPk), b_qX, PRECISION)  # P, s side
+                       + _dot(b_dMkk, b_kX, PRECISION)  # Mk, t side
+                       + _dot(tl.trans(b_dMkk), b_kX, PRECISION))  # s side
         b_dq += b_dqk
         b_dk += b_dkk
         # step i gets row j's sum where j's factor spans i: (r_j, j] or (j, r_j]
         m_span = ((is_t[None, :] & (o_r[None, :] < i) & (i <= j))
                   | ((~is_t[None, :]) & (j < i) & (i <= o_r[None, :])))  # [BT, BT]
         b_z = b_q * b_dqk + b_k * b_dkk  # [BT, BS] ρ on t rows, κ on s rows
-        b_dlog += tl.dot(tl.where(m_span, 1.0, 0.0), b_z, input_precision=PRECISION)
+        b_dlog += _dot(tl.where(m_span, 1.0, 0.0), b_z, PRECISION)
     return b_dq, b_dk, b_dlog
 
 
@@ -151,8 +151,8 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, marks, T,
                 + o_i[None, :])
         tl.store(mk + o_tt, b_Mk)
         tl.store(ti + o_tt, b_Ti)
-    b_w = tl.dot(b_Ti, b_Kt * b_beta[:, None], input_precision=PRECISION)  # [BT, BS]
-    b_uv = tl.dot(b_Ti, b_v * b_beta[:, None], input_precision=PRECISION)  # [BT, BD]
+    b_w = _dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # [BT, BS]
+    b_uv = _dot(b_Ti, b_v * b_beta[:, None], PRECISION)  # [BT, BD]
     o_row = row0 + o_t[:, None] * H  # [BT, 1]
     tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
     tl.store(uv + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])
@@ -188,8 +188,8 @@ def _output_kernel(b, c, g, A, hs, u, o, marks, T,
     b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
     b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
                     PRECISION)  # [BT, BT]
-    b_o = tl.dot(b_Qt, b_h, input_precision=PRECISION)  # [BT, BD]
-    b_o += tl.dot(b_P, b_u, input_precision=PRECISION)
+    b_o = _dot(b_Qt, b_h, PRECISION)  # [BT, BD]
+    b_o += _dot(b_P, b_u, PRECISION)
     p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
     tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
 
@@ -221,7 +221,7 @@ def _du_local_kernel(b, c, g, A, do, du, marks, T,
     b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
     b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
                     PRECISION)  # [BT, BT]
-    b_du = tl.dot(tl.trans(b_P), b_do, input_precision=PRECISION)  # [BT, BD]
+    b_du = _dot(tl.trans(b_P), b_do, PRECISION)  # [BT, BD]
     tl.store(du + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_du,
              mask=m_t[:, None] & m_d[None, :])
 
@@ -257,16 +257,16 @@ def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, mk, ti, dv, db, d
     o_tt = (i_bh.to(tl.int64) * NC + i_c) * BT * BT + o_i[:, None] * BT + o_i[None, :]
     b_Ti = tl.load(ti + o_tt)  # [BT, BT] (I + M)⁻¹
     b_du = _rows(du, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_dX = tl.dot(tl.trans(b_Ti), b_du, input_precision=PRECISION)  # [BT, BD] (I + M)⁻ᵀ dU
+    b_dX = _dot(tl.trans(b_Ti), b_du, PRECISION)  # [BT, BD] (I + M)⁻ᵀ dU
     b_h = tl.load(hs + o_h, mask=m_h, other=0.0)  # [BS, BD] H_0
-    b_dKt = -b_beta[:, None] * tl.dot(b_dX, tl.trans(b_h), input_precision=PRECISION)
-    b_R = _rows(v, row0, o_t, m_t, o_d, m_d, D, H) - tl.dot(b_k * b_G, b_h,
-                                                           input_precision=PRECISION)
+    b_dKt = -b_beta[:, None] * _dot(b_dX, tl.trans(b_h), PRECISION)
+    b_R = _rows(v, row0, o_t, m_t, o_d, m_d, D, H) - _dot(b_k * b_G, b_h,
+                                                           PRECISION)
     b_dbeta = tl.sum(b_dX * b_R, axis=1)  # [BT] (the erasures' part below)
     tl.store(dv + o_row * D + o_d[None, :], (b_beta[:, None] * b_dX).to(dv.dtype.element_ty),
              mask=m_tD)
     b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_dM = -tl.dot(b_dX, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
+    b_dM = -_dot(b_dX, tl.trans(b_u), PRECISION)  # [BT, BT]
     b_dM = tl.where(o_i[:, None] > o_i[None, :], b_dM, 0.0)  # pairs s < t
     b_dbeta += tl.sum(b_dM * tl.load(mk + o_tt), axis=1)
     tl.store(dbeta + row0 + o_t * H, b_dbeta.to(dbeta.dtype.element_ty), mask=m_t)
@@ -276,16 +276,16 @@ def _chunk_bwd_kernel(v, b, c, g, A, beta, hs, dhs, u, du, do, mk, ti, dv, db, d
     b_dh = tl.load(dhs + o_h, mask=m_h, other=0.0)  # [BS, BD] dH_C
     b_dlog += (tl.exp(b_lend * b_A) * tl.sum(b_h * b_dh, axis=1))[None, :]
     b_Ge = tl.exp((b_lend - b_l)[:, None] * b_A[None, :])  # [BT, BS] s -> chunk end
-    b_dKh = b_Ge * tl.dot(b_u, tl.trans(b_dh), input_precision=PRECISION)  # [BT, BS]
+    b_dKh = b_Ge * _dot(b_u, tl.trans(b_dh), PRECISION)  # [BT, BS]
     b_dk += b_dKh
     b_y = b_k * b_dKh  # [BT, BS] the writes carried to the chunk end
     b_dlog += tl.cumsum(b_y, axis=0) - b_y  # exclusive prefix sum
     # through O = Q̃ H_0 + P U
     b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
     b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-    b_dQt = b_G * tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)  # [BT, BS] Γ ⊙ dQ̃
+    b_dQt = b_G * _dot(b_do, tl.trans(b_h), PRECISION)  # [BT, BS] Γ ⊙ dQ̃
     b_dlog += tl.cumsum(b_q * b_dQt, axis=0, reverse=True)
-    b_dP = tl.dot(b_do, tl.trans(b_u), input_precision=PRECISION)  # [BT, BT]
+    b_dP = _dot(b_do, tl.trans(b_u), PRECISION)  # [BT, BT]
     b_dPd = tl.sum(tl.where(o_i[:, None] == o_i[None, :], b_dP, 0.0), axis=1)  # [BT]
     b_dP = tl.where(o_i[:, None] > o_i[None, :], b_dP, 0.0)  # pairs s < t
     # the pairs s < t of P (c against b) and of Mk (b against b), level by level

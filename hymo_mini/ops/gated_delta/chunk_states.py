@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gla.chunk_blocks import _gate_sums
-from hymo_mini.ops.gla.chunk_states import _rows
+from hymo_mini.ops.gla.chunk_states import _dot, _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton (_carry and
 #              _chunk_gates are shared with chunk_groups)
@@ -39,18 +39,35 @@ def _carry(b, g, b_A, b_h, b_u, row0, o_t, m_t, o_i, o_s, m_s, S: tl.constexpr,
     chunk's U [BT, BD]: Γ_C ⊙ H + K̂ᵀ U."""
     _, b_lend, b_kh = _chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT)
     b_h = b_h * tl.exp(b_lend * b_A)[:, None]
-    return b_h + tl.dot(tl.trans(b_kh), b_u, input_precision=PRECISION)  # [BS, BD]
+    return b_h + _dot(tl.trans(b_kh), b_u, PRECISION)  # [BS, BD]
+
+
+@triton.jit
+def _walk_inputs(b, g, w, uv, b_A, row0, i_c, c1, T, o_i, o_s, m_s, o_d, m_d,
+                 S: tl.constexpr, D: tl.constexpr, H: tl.constexpr, BT: tl.constexpr):
+    """What the walk reads of chunk i_c, none of it depending on the state: W [BT, BS],
+    Uv [BT, BD], K̂ [BT, BS] and the chunk's decay Γ_C [BS] (zeros from chunk c1 on and
+    past the sequence: another program's group, whose Uv may already be its U)."""
+    o_t = i_c * BT + o_i
+    m_t = (o_t < T) & ((o_i * 0 + i_c) < c1)
+    b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+    b_uv = _rows(uv, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
+    _, b_lend, b_kh = _chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT)
+    return b_w, b_uv, b_kh, tl.exp(b_lend * b_A)
 
 
 @triton.jit
 def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T, NG, GROUP,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
-                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PRECISION: tl.constexpr):
+                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PRECISION: tl.constexpr,
+                      PREFETCH: tl.constexpr):
     """Columns [i_d·BD, (i_d+1)·BD) of one (b, h): the state each chunk starts with (hs),
     the pseudo-values U (u) and the final state (ht), chunk by chunk. With NG groups of
     GROUP chunks (``chunk_groups``), one program per (b, h, group, columns) walks its group
-    from h0[b, h, group], the group's start state."""
+    from h0[b, h, group], the group's start state. With PREFETCH, each step reads the next
+    chunk's inputs before its own products, so that their loads overlap the step's chain
+    of two dependent products instead of preceding it."""
     i_bg, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
     i_bh, i_grp = i_bg // NG, i_bg % NG
     i_b, i_h = i_bh // H, i_bh % H
@@ -66,16 +83,23 @@ def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T, NG, GROUP,
     if USE_H0:
         b_h += tl.load(h0 + i_bg.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
     row0 = i_b.to(tl.int64) * T * H + i_h
+    if PREFETCH:
+        n_w, n_uv, n_kh, n_G = _walk_inputs(b, g, w, uv, b_A, row0, c0, c1, T, o_i, o_s, m_s,
+                                            o_d, m_d, S, D, H, BT)
     for i_c in range(c0, c1):
         tl.store(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_h, b_h, mask=m_h)
+        if PREFETCH:
+            b_w, b_uv, b_kh, b_G = n_w, n_uv, n_kh, n_G
+            n_w, n_uv, n_kh, n_G = _walk_inputs(b, g, w, uv, b_A, row0, i_c + 1, c1, T, o_i,
+                                                o_s, m_s, o_d, m_d, S, D, H, BT)
+        else:
+            b_w, b_uv, b_kh, b_G = _walk_inputs(b, g, w, uv, b_A, row0, i_c, c1, T, o_i, o_s,
+                                                m_s, o_d, m_d, S, D, H, BT)
+        b_u = b_uv - _dot(b_w, b_h, PRECISION)  # [BT, BD] U
         o_t = i_c * BT + o_i
-        m_t = o_t < T
-        b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_u = _rows(uv, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD] Uv
-        b_u -= tl.dot(b_w, b_h, input_precision=PRECISION)  # [BT, BD] U
         tl.store(u + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_u,
-                 mask=m_t[:, None] & m_d[None, :])
-        b_h = _carry(b, g, b_A, b_h, b_u, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT, PRECISION)
+                 mask=(o_t < T)[:, None] & m_d[None, :])
+        b_h = b_h * b_G[:, None] + _dot(tl.trans(b_kh), b_u, PRECISION)  # [BS, BD]
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_h, b_h, mask=m_h)
 
@@ -113,14 +137,14 @@ def _state_bwd_kernel(b, c, g, A, w, do, du, dht, dhs, dh0, T, NG, GROUP,
         p_du = du + (row0 + o_t[:, None] * H) * D + o_d[None, :]  # [BT, BD]
         m_tD = m_t[:, None] & m_d[None, :]
         b_du = tl.load(p_du, mask=m_tD, other=0.0)  # [BT, BD] Pᵀ dO
-        b_du += tl.dot(b_kh, b_dh, input_precision=PRECISION)  # [BT, BD] dU
+        b_du += _dot(b_kh, b_dh, PRECISION)  # [BT, BD] dU
         tl.store(p_du, b_du, mask=m_tD)
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_qt = b_q * tl.exp(b_l[:, None] * b_A[None, :])  # [BT, BS] Q̃
         b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_dh = b_dh * tl.exp(b_lend * b_A)[:, None]
-        b_dh += tl.dot(tl.trans(b_qt), b_do, input_precision=PRECISION)  # [BS, BD]
-        b_dh -= tl.dot(tl.trans(b_w), b_du, input_precision=PRECISION)
+        b_dh += _dot(tl.trans(b_qt), b_do, PRECISION)  # [BS, BD]
+        b_dh -= _dot(tl.trans(b_w), b_du, PRECISION)
     if STORE_DH0:
         tl.store(dh0 + i_bh.to(tl.int64) * S * D + o_h, b_dh, mask=m_h)

@@ -68,9 +68,11 @@ chunk-start states (B·H·⌈T/BT⌉·S·D fp32) and Mk and (I + M)⁻¹ (B·H·
 each); the backward adds dU and the chunk-end gradients. Padding steps of a ragged tail
 are masked loads (g = β = 0, b = c = 0).
 
-Precision (``hymo_mini.ops.precision.dot_precision``): fp32 inputs get "tf32x3" products
+Precision (``hymo_mini.ops.precision.kernel_precision``): fp32 inputs get "tf32x3" products
 (fp32-grade), plain TF32 only when PyTorch's own fp32 matmuls may use it; bf16 and fp16
-inputs use TF32. Everything accumulates in fp32; fp64 inputs are computed in fp32. o and
+inputs use TF32, except that on a GPU their forward multiplies bf16 roundings of its blocks
+(CONFIGS["half_products"], ``hymo_mini.ops.gla.chunk_states._dot``). Everything accumulates
+in fp32; fp64 inputs are computed in fp32. o and
 the gradients come back in their inputs' dtypes, the final state in fp32 (fp64 for fp64
 inputs).
 """
@@ -104,7 +106,7 @@ from hymo_mini.ops.gated_delta.chunk_kernels import (
 )
 from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd_kernel
 from hymo_mini.ops.gla.chunk_blocks import check_pairs, launches
-from hymo_mini.ops.precision import dot_precision
+from hymo_mini.ops.precision import kernel_precision
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CONFIGS_16BIT",
            "CHUNKS", "INVERSES", "FORWARDS", "PAIRS", "INTERPRET"]
@@ -140,7 +142,11 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # too few to fill an H200's 132 SMs; at 160 programs (B = 2, T = 8,192) the walk
            # was as fast in bf16 and faster in fp32
            # (book/results/gated_delta_group_sweep_h200_2026-12-02.json)
-           "group": dict(chunks=64, below=128)}
+           "group": dict(chunks=64, below=128),
+           # what the forward of bf16 / fp16 inputs multiplies (hymo_mini.ops.precision's
+           # HALF_PRODUCTS): "bf16", its blocks rounded to bf16, or "tf32"; the backward
+           # multiplies in TF32 either way
+           "half_products": "bf16"}
 # Settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per dot, 16-bit
 # loads), from a bf16 sweep on the H200
 # (book/results/gated_delta_profile_bf16_h200_2026-12-02.json); fp32's three-pass products
@@ -158,7 +164,7 @@ CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_st
                  "state_bwd": dict(split=16, num_warps=4, num_stages=3)}
 # the interpreter runs programs one after another: short chunks, fewest programs
 INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "levels",
-                     "redo": False,
+                     "redo": False, "half_products": "tf32",
                      "chain": dict(chunks=2, num_warps=1, num_stages=1),
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
@@ -265,6 +271,7 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                     **_launch("wy_fwd", half))
     NG, G = _groups(B * H * ND, NC)
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_fwd", half))
+    prefetch = bool(_config("state_fwd", half).get("prefetch", False))
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
         NMS = triton.cdiv(S, BDs)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
@@ -276,11 +283,12 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                               STORE_HT=output_final_state, PRECISION=precision,
                                               **_launch("state_fwd", half))
         _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, T, NG, G,
-                                              USE_H0=True, STORE_HT=False, **walk)
+                                              USE_H0=True, STORE_HT=False, PREFETCH=prefetch,
+                                              **walk)
     else:
         _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, T, 1, NC,
                                          USE_H0=h0 is not None, STORE_HT=output_final_state,
-                                         **walk)
+                                         PREFETCH=prefetch, **walk)
     o = torch.empty_like(v)
     for one in launches(pairs):
         _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, marks, T, **in_chunk, PAIRS=one,
@@ -333,14 +341,18 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
     def forward(ctx, v, b, c, g, A, beta, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A, beta = (t.contiguous() for t in (v, b, c, g, A, beta))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
-        # fp32-grade products if any of the multiplied inputs carries fp32 or more
-        precision = dot_precision(torch.promote_types(torch.promote_types(v.dtype, b.dtype),
-                                                      c.dtype))
+        # fp32-grade products if any of the multiplied inputs carries fp32 or more; the
+        # forward of 16-bit inputs as CONFIGS["half_products"] says, the backward in TF32
+        dtype = torch.promote_types(torch.promote_types(v.dtype, b.dtype), c.dtype)
+        precision = kernel_precision(dtype, _config("half_products"), forward=False,
+                                     interpret=INTERPRET)
+        forward_precision = kernel_precision(dtype, _config("half_products"), forward=True,
+                                             interpret=INTERPRET)
         # grad_mode: whether autograd was recording where the caller applied this (inside
         # forward it never is); a backward can only follow if it was and an input needs it
         keep = bool(grad_mode) and any(ctx.needs_input_grad)
         o, ht, hs, u, w, mk, ti = _forward(v, b, c, g, A, beta, h0, output_final_state,
-                                           precision, keep)
+                                           forward_precision, keep)
         if keep:
             ctx.save_for_backward(v, b, c, g, A, beta, hs, u, w, mk, ti)
         ctx.precision = precision

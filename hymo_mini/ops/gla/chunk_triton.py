@@ -126,7 +126,7 @@ from hymo_mini.ops.gla.chunk_states import (
     _state_bwd_kernel,
     _state_scan_kernel,
 )
-from hymo_mini.ops.precision import dot_precision
+from hymo_mini.ops.precision import HALF_PRODUCTS, kernel_precision
 
 __all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "BLOCK_STATES",
            "FORWARDS", "PAIRS", "HALF_PRODUCTS", "INTERPRET"]
@@ -192,7 +192,7 @@ PAIRS = ("levels", "auto")
 # no slower, its output within 0.4% (relative RMS) of TF32's
 # (book/results/gla_half_{b4t4096,b1t16384}_h200_2026-12-04.json); the interpreter keeps
 # TF32 (its bf16 products are the roundings multiplied in fp32, see chunk_states._dot).
-HALF_PRODUCTS = ("tf32", "bf16")
+# HALF_PRODUCTS (hymo_mini.ops.precision) lists the choices.
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
@@ -228,17 +228,12 @@ def _split(S: int, D: int, split: int):
 
 
 def _precision(v, b, c, forward: bool = False) -> str:
-    """The products' grade (``chunk_states._dot``): dot_precision's, or for the forward of
-    16-bit inputs CONFIGS["half_products"] (the backward keeps TF32: with bf16 operands its
-    gate gradients, sums of many cancelling terms, were 6-18% off the loop's)."""
+    """The products' grade (``chunk_states._dot``): ``kernel_precision``'s for the inputs'
+    dtype and CONFIGS["half_products"] (the backward keeps TF32: with bf16 operands its
+    gate gradients were 6-18% off the loop's)."""
     dtype = torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype))
-    if not forward or dtype not in (torch.bfloat16, torch.float16):
-        return dot_precision(dtype)
-    half = _config("half_products")
-    if half not in HALF_PRODUCTS:
-        raise ValueError(f"CONFIGS['half_products'] must be one of {HALF_PRODUCTS}, got "
-                         f"{half!r}")
-    return "bf16_rounded" if half == "bf16" and INTERPRET else half
+    return kernel_precision(dtype, _config("half_products"), forward=forward,
+                            interpret=INTERPRET)
 
 
 def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: str) -> None:
