@@ -384,17 +384,3 @@ def test_half_products_setting_checked(monkeypatch):
     with pytest.raises(ValueError, match=r"CONFIGS\['half_products'\] must be one of"):
         chunk_gated_delta_triton(*leaves)
 
-
-@pytest.mark.triton
-@pytest.mark.parametrize("group", [False, True], ids=["one_walk", "groups"])
-def test_walk_that_reads_ahead(monkeypatch, group):
-    """The forward's walk with state_fwd "prefetch" (each step reads the next chunk's W,
-    Uv and K̂ before its own products), as one walk and over groups of 2 chunks (the read
-    ahead stops at its group's end, where another program's U may already stand), a
-    ragged tail and a masked second block of value columns."""
-    cols = dict(split=16, num_warps=1, num_stages=1)
-    groups = dict(chunks=2, below=1 << 30) if group else dict(chunks=1 << 30, below=0)
-    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward="passes",
-                                          state_fwd=dict(cols, prefetch=True),
-                                          state_bwd=cols, group=groups))
-    check(1, 70, 2, 32, 20, decay_scale=0.3)

@@ -15,7 +15,7 @@ from hymo_mini.tables import TextTable
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
            "ADOPTED", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES", "change_label", "settings_table",
            "comparisons", "keepers", "fastest", "handoffs", "device_ratios", "GRAPH_RUNS",
-           "GRAPH_DTYPES", "graph_table", "HALF_RUNS"]
+           "GRAPH_DTYPES", "graph_table", "HALF_RUNS", "DELTA_HALF_RUNS"]
 
 # one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
 # change of each ({}) is the setting in use
@@ -50,6 +50,12 @@ BLOCK_RUNS = {"gla": ("gla_block_b4t4096_h200_2026-12-04.json",
 # next commit made "bf16" the GPU's default
 HALF_RUNS = {"gla": ("gla_half_b4t4096_h200_2026-12-04.json",
                      "gla_half_b1t16384_h200_2026-12-04.json")}
+# the delta rule's forward with bf16 products in use for bf16 inputs ({}) against TF32
+# products, tree e0b6324, one call a shape (B1 alternates the two twice); at B4 also the
+# fp32 walk reading the next chunk ahead (state_fwd "prefetch", taken out again: slower) and
+# the one launch at 2 and 4 warps
+DELTA_HALF_RUNS = {"delta": ("delta_half_b4t4096_h200_2026-12-04.json",
+                             "delta_half_b1t16384_h200_2026-12-04.json")}
 # the final tree's kernels (commit 259a5f6), each rule's forward alone also replayed as one
 # CUDA graph ("graph_ms"); one run a shape, both rules in it
 GRAPH_RUNS = ("forward_graph_b4t4096_h200_2026-12-04.json",
@@ -80,13 +86,21 @@ def change_label(change: dict) -> str:
 
 
 def _applies(rule: str, report: dict, dtype: str, change: dict) -> bool:
-    """Whether a change can matter to that dtype's forward: the delta rule's "chain" and
-    "redo" settings only where that dtype's forward is the one launch (unless the change
-    sets the forward too)."""
-    if rule != "delta" or "forward" in change or not set(change) & {"chain", "redo"}:
+    """Whether a change can matter to that dtype's forward: "half_products" only to bf16
+    inputs; the delta rule's "chain" and "redo" settings only where that dtype's forward is
+    the one launch, and its walk's ("state_fwd", "group") only where it is the passes
+    (unless the change sets the forward too)."""
+    if "half_products" in change and dtype != "bfloat16":
+        return False
+    if rule != "delta" or "forward" in change:
         return True
     table = report["configs_16bit"] if dtype == "bfloat16" else {}
-    return {**report["configs"], **table}["forward"] == "chain"
+    forward = {**report["configs"], **table}["forward"]
+    if set(change) & {"chain", "redo"}:
+        return forward == "chain"
+    if set(change) & {"state_fwd", "group"}:
+        return forward == "passes"
+    return True
 
 
 def settings_table(runs: dict = SETTINGS_RUNS, dtypes: dict = DTYPES) -> CaptionedTable:

@@ -5,9 +5,9 @@ together carry about fp32's 24-bit mantissa, on the tensor cores). Plain TF32 (1
 mantissa, relative error about 1e-3) is an opt-in that follows PyTorch's own switch:
 ``torch.backends.cuda.matmul.allow_tf32 = True`` or ``torch.set_float32_matmul_precision
 ("high")`` (or "medium"). bf16 and fp16 inputs already carry fewer bits than TF32, so
-their kernels use TF32 (the products still accumulate in fp32); the gla kernel's forward
-goes further on a GPU and multiplies bf16 roundings (``hymo_mini.ops.gla.chunk_triton``,
-CONFIGS["half_products"]). fp64 inputs are computed
+their kernels use TF32 (the products still accumulate in fp32); the forwards of both chunk
+kernels (gla and gated delta) go further on a GPU and multiply bf16 roundings (each
+kernel's CONFIGS["half_products"], ``kernel_precision``). fp64 inputs are computed
 in fp32 by the kernels, as fp32. The Triton interpreter ignores the setting and multiplies
 in plain fp32.
 """

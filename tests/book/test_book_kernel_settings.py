@@ -130,3 +130,23 @@ def test_bf16_products_are_kept():
     for name in ks.HALF_RUNS["gla"]:
         changes = load_result(name)["gla_forward_changes"]["changes"]
         assert changes[1]["forward"]["bfloat16"]["rel_vs_first"] < 2 ** -7
+
+
+def test_delta_bf16_products_are_kept_and_the_walk_read_ahead_is_not():
+    """bf16 products in the delta rule's 16-bit forward (in use in the runs: {}), against TF32
+    products: TF32 is slower at every shape and repeat, so no tried setting would replace
+    the one in use; the fp32 walk reading ahead and the one launch at more warps were slower
+    too. Each change's rows only where it applies: the products at bf16, the walk at fp32
+    (whose forward is the passes)."""
+    import hymo_mini.ops.gated_delta.chunk_triton as gdt
+
+    table = ks.settings_table(ks.DELTA_HALF_RUNS)
+    assert gdt.CONFIGS["half_products"] == "bf16" and ks.keepers(table) == []
+    tf32 = ks.comparisons(table)[("delta", "tf32 products")]
+    assert len(tf32) == 3 and not any(c["faster"] or c["no_slower_fwdbwd"] for c in tf32)
+    assert {r["dtype"] for r in table.rows if "half_products" in r["change"]} == {"bfloat16"}
+    assert {r["dtype"] for r in table.rows if "state_fwd" in r["change"]} == {"float32"}
+    for name in ks.DELTA_HALF_RUNS["delta"]:
+        changes = load_result(name)["delta_forward_changes"]["changes"]
+        assert changes[0]["change"] == {"half_products": "tf32"} and changes[1]["change"] == {}
+        assert changes[1]["forward"]["bfloat16"]["rel_vs_first"] < 2 ** -7

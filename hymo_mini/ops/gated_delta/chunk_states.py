@@ -43,31 +43,14 @@ def _carry(b, g, b_A, b_h, b_u, row0, o_t, m_t, o_i, o_s, m_s, S: tl.constexpr,
 
 
 @triton.jit
-def _walk_inputs(b, g, w, uv, b_A, row0, i_c, c1, T, o_i, o_s, m_s, o_d, m_d,
-                 S: tl.constexpr, D: tl.constexpr, H: tl.constexpr, BT: tl.constexpr):
-    """What the walk reads of chunk i_c, none of it depending on the state: W [BT, BS],
-    Uv [BT, BD], K̂ [BT, BS] and the chunk's decay Γ_C [BS] (zeros from chunk c1 on and
-    past the sequence: another program's group, whose Uv may already be its U)."""
-    o_t = i_c * BT + o_i
-    m_t = (o_t < T) & ((o_i * 0 + i_c) < c1)
-    b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-    b_uv = _rows(uv, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    _, b_lend, b_kh = _chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT)
-    return b_w, b_uv, b_kh, tl.exp(b_lend * b_A)
-
-
-@triton.jit
 def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T, NG, GROUP,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
-                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PRECISION: tl.constexpr,
-                      PREFETCH: tl.constexpr):
+                      USE_H0: tl.constexpr, STORE_HT: tl.constexpr, PRECISION: tl.constexpr):
     """Columns [i_d·BD, (i_d+1)·BD) of one (b, h): the state each chunk starts with (hs),
     the pseudo-values U (u) and the final state (ht), chunk by chunk. With NG groups of
     GROUP chunks (``chunk_groups``), one program per (b, h, group, columns) walks its group
-    from h0[b, h, group], the group's start state. With PREFETCH, each step reads the next
-    chunk's inputs before its own products, so that their loads overlap the step's chain
-    of two dependent products instead of preceding it."""
+    from h0[b, h, group], the group's start state."""
     i_bg, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
     i_bh, i_grp = i_bg // NG, i_bg % NG
     i_b, i_h = i_bh // H, i_bh % H
@@ -83,23 +66,16 @@ def _state_fwd_kernel(b, g, A, w, uv, h0, hs, u, ht, T, NG, GROUP,
     if USE_H0:
         b_h += tl.load(h0 + i_bg.to(tl.int64) * S * D + o_h, mask=m_h, other=0.0)
     row0 = i_b.to(tl.int64) * T * H + i_h
-    if PREFETCH:
-        n_w, n_uv, n_kh, n_G = _walk_inputs(b, g, w, uv, b_A, row0, c0, c1, T, o_i, o_s, m_s,
-                                            o_d, m_d, S, D, H, BT)
     for i_c in range(c0, c1):
         tl.store(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_h, b_h, mask=m_h)
-        if PREFETCH:
-            b_w, b_uv, b_kh, b_G = n_w, n_uv, n_kh, n_G
-            n_w, n_uv, n_kh, n_G = _walk_inputs(b, g, w, uv, b_A, row0, i_c + 1, c1, T, o_i,
-                                                o_s, m_s, o_d, m_d, S, D, H, BT)
-        else:
-            b_w, b_uv, b_kh, b_G = _walk_inputs(b, g, w, uv, b_A, row0, i_c, c1, T, o_i, o_s,
-                                                m_s, o_d, m_d, S, D, H, BT)
-        b_u = b_uv - _dot(b_w, b_h, PRECISION)  # [BT, BD] U
         o_t = i_c * BT + o_i
+        m_t = o_t < T
+        b_w = _rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
+        b_u = _rows(uv, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD] Uv
+        b_u -= _dot(b_w, b_h, PRECISION)  # [BT, BD] U
         tl.store(u + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_u,
-                 mask=(o_t < T)[:, None] & m_d[None, :])
-        b_h = b_h * b_G[:, None] + _dot(tl.trans(b_kh), b_u, PRECISION)  # [BS, BD]
+                 mask=m_t[:, None] & m_d[None, :])
+        b_h = _carry(b, g, b_A, b_h, b_u, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT, PRECISION)
     if STORE_HT:
         tl.store(ht + i_bh.to(tl.int64) * S * D + o_h, b_h, mask=m_h)
 

@@ -145,7 +145,10 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            "group": dict(chunks=64, below=128),
            # what the forward of bf16 / fp16 inputs multiplies (hymo_mini.ops.precision's
            # HALF_PRODUCTS): "bf16", its blocks rounded to bf16, or "tf32"; the backward
-           # multiplies in TF32 either way
+           # multiplies in TF32 either way. On an H200 "bf16" took 3.5% (B4 T4096) and 4.5%
+           # (B1 T16384) off the bf16 forward's device time, its forward + backward no
+           # slower, its output 0.0048 (relative RMS) from TF32's
+           # (book/results/delta_half_{b4t4096,b1t16384}_h200_2026-12-04.json)
            "half_products": "bf16"}
 # Settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per dot, 16-bit
 # loads), from a bf16 sweep on the H200
@@ -271,7 +274,6 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                     **_launch("wy_fwd", half))
     NG, G = _groups(B * H * ND, NC)
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_fwd", half))
-    prefetch = bool(_config("state_fwd", half).get("prefetch", False))
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
         NMS = triton.cdiv(S, BDs)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
@@ -283,12 +285,11 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                               STORE_HT=output_final_state, PRECISION=precision,
                                               **_launch("state_fwd", half))
         _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, T, NG, G,
-                                              USE_H0=True, STORE_HT=False, PREFETCH=prefetch,
-                                              **walk)
+                                              USE_H0=True, STORE_HT=False, **walk)
     else:
         _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, T, 1, NC,
                                          USE_H0=h0 is not None, STORE_HT=output_final_state,
-                                         PREFETCH=prefetch, **walk)
+                                         **walk)
     o = torch.empty_like(v)
     for one in launches(pairs):
         _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, marks, T, **in_chunk, PAIRS=one,
