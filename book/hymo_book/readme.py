@@ -294,18 +294,25 @@ def _standing_text() -> list[str]:
 
 
 def _half_text() -> str:
-    """The gla forward of bf16 inputs with bf16 products, the GPU's default since."""
-    from hymo_book.kernel_settings import HALF_RUNS, device_ratios, settings_table
+    """Both rules' forwards of bf16 inputs with bf16 products, the GPU's default since."""
+    from hymo_book.kernel_report import DELTA_TARGETS
+    from hymo_book.kernel_settings import DELTA_HALF_RUNS, HALF_RUNS, device_ratios, settings_table
     from hymo_book.kernel_targets import TARGETS
 
     half = settings_table(HALF_RUNS)
     ratios = [r["device_ratio"] for r in half.rows if r["change"]]
     limit = TARGETS["fwd_vs_copy"]
     worst = device_ratios(half, {"half_products": "bf16"})["bfloat16"]["device_ratio"]
+    delta = settings_table(DELTA_HALF_RUNS)
+    in_use = [r["device_ratio"] for r in delta.rows if not r["change"] and r["dtype"] == "bfloat16"]
+    delta_limit = DELTA_TARGETS["fwd_over_floor"]
     return ("With bf16 products in the forward of 16-bit inputs (the GPU's default since; "
             f"{', '.join(HALF_RUNS['gla'])}), the gla forward's device time is "
             f"{min(ratios):.2f}–{max(ratios):.2f}× a copy of its bytes (limit {limit:g}×: "
-            f"{'met' if worst <= limit else 'missed'}).")
+            f"{'met' if worst <= limit else 'missed'}); the delta forward's, with the same "
+            f"products ({', '.join(DELTA_HALF_RUNS['delta'])}), "
+            f"{min(in_use):.2f}–{max(in_use):.2f}× (limit {delta_limit:g}×: "
+            f"{'met' if max(in_use) <= delta_limit else 'missed'}).")
 
 
 def _gla_table(gdn: dict) -> list[str]:
