@@ -261,22 +261,17 @@ def targets_summary() -> CaptionedTable:
                      "met": all(r[key]["met"] for r in both.rows),
                      "where": f"the kernel alone, {worst['shape']} {worst['dtype']} "
                               f"({products}), worst of {len(both.rows)}"})
-    half = kernel_settings.settings_table(kernel_settings.HALF_RUNS)  # bf16 products
-    bf16 = kernel_settings.device_ratios(half, {"half_products": "bf16"})["bfloat16"]
-    rows.append({"target": "gla: forward, device time / a copy of its bytes, bf16 products, "
-                           "final tree", "limit": TARGETS["fwd_vs_copy"],
-                 "worst": bf16["device_ratio"],
-                 "met": bf16["device_ratio"] <= TARGETS["fwd_vs_copy"],
-                 "where": f"the kernel alone, bf16, worst of 2 shapes: "
-                          f"{bf16['shape'].replace('_', ' ')}"})
-    delta_half = kernel_settings.settings_table(kernel_settings.DELTA_HALF_RUNS)
-    bf16 = kernel_settings.device_ratios(delta_half, {})["bfloat16"]  # bf16 products in use
-    rows.append({"target": "delta: forward, device time / a copy of its bytes, bf16 products, "
-                           "final tree", "limit": DELTA_TARGETS["fwd_over_floor"],
-                 "worst": bf16["device_ratio"],
-                 "met": bf16["device_ratio"] <= DELTA_TARGETS["fwd_over_floor"],
-                 "where": f"the kernel alone, bf16, worst of 2 shapes: "
-                          f"{bf16['shape'].replace('_', ' ')}"})
+    halves = []  # each rule's forward with bf16 products ({} where they are in use in the runs)
+    for rule, runs, change, limit in (
+            ("gla", kernel_settings.HALF_RUNS, {"half_products": "bf16"}, TARGETS["fwd_vs_copy"]),
+            ("delta", kernel_settings.DELTA_HALF_RUNS, {}, DELTA_TARGETS["fwd_over_floor"])):
+        halves.append(kernel_settings.settings_table(runs))
+        bf16 = kernel_settings.device_ratios(halves[-1], change)["bfloat16"]
+        rows.append({"target": f"{rule}: forward, device time / a copy of its bytes, bf16 "
+                               "products, final tree", "limit": limit,
+                     "worst": bf16["device_ratio"], "met": bf16["device_ratio"] <= limit,
+                     "where": f"the kernel alone, bf16, worst of 2 shapes: "
+                              f"{bf16['shape'].replace('_', ' ')}"})
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -287,7 +282,7 @@ def targets_summary() -> CaptionedTable:
                          *(run_caption(r) for r in reports), run_caption(auto_run),
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
                          kernel_forward.pairs_table().caption, reach.caption, now.caption,
-                         both.caption, half.caption, delta_half.caption])
+                         both.caption, *(h.caption for h in halves)])
     return CaptionedTable(table, caption, rows)
 
 
