@@ -384,3 +384,25 @@ def test_half_products_setting_checked(monkeypatch):
     with pytest.raises(ValueError, match=r"CONFIGS\['half_products'\] must be one of"):
         chunk_gated_delta_triton(*leaves)
 
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("forward", gdt.FORWARDS)
+def test_bf16x6_products_for_fp32_inputs(monkeypatch, forward):
+    """CONFIGS["fp32_products"] = "bf16x6" both ways (six products of bf16 pieces, the
+    GPU's backward by default): fp32 inputs keep the fp32 tolerance of the loop, output,
+    final state and every gradient, with an initial state and strong decay."""
+    six = dict(forward="bf16x6", backward="bf16x6")
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), fp32_products=six,
+                                          forward=forward))
+    check(1, 37, 2, 12, 20, decay_scale=10.0)
+
+
+@pytest.mark.triton
+def test_fp32_products_setting_checked(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE),
+                                          fp32_products=dict(forward="tf32", backward="bf16x6")))
+    leaves = [t.detach() for t in make_leaves(1, 5, 1, 16, 16, torch.float32)]
+    with pytest.raises(ValueError,
+                       match=r"CONFIGS\['fp32_products'\]\['forward'\] must be one of"):
+        chunk_gated_delta_triton(*leaves)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from gdn_oracle import (
     DEVICE,
     GATE_GRADS,
@@ -24,6 +26,7 @@ from gdn_oracle import (
 
 import hymo_mini.ops.gla.chunk_triton as gtc
 from hymo_mini.ops import gated_linear_attention, naive_gla
+from hymo_mini.ops.gla.chunk_states import _dot
 from hymo_mini.ops.gla.chunk_triton import chunk_gla_triton
 
 # fp32: plain fp32 products in the interpreter; TF32 (10-bit mantissa) on the GPU.
@@ -343,10 +346,11 @@ def test_backward_multiplies_as_its_forward_did(monkeypatch):
     monkeypatch.setattr(gtc, "_backward", spy)
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     v, b, c, g, A_log, _ = make_leaves(1, 5, 1, 3, 3, torch.float32)
+    fp32_grade = gtc._precision(v, b, c)  # "tf32x3", or "bf16x6" as CONFIGS says
     o, _ = gtc.ChunkGLAFunction.apply(v, b, c, g, -torch.exp(A_log), None, False)
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
     o.sum().backward()
-    assert seen == ["tf32x3"]
+    assert seen == [fp32_grade] and fp32_grade in ("tf32x3", "bf16x6")
 
 
 @pytest.mark.triton
@@ -382,3 +386,62 @@ def test_half_products_apply_to_16bit_inputs_only(monkeypatch):
     with pytest.raises(ValueError, match=r"CONFIGS\['half_products'\] must be one of"):
         gtc._precision(x16, x16, x16, forward=True)
     assert gtc._precision(x32, x32, x32, forward=True) == "tf32x3"
+
+
+@triton.jit
+def _product_kernel(a, b, out, M: tl.constexpr, K: tl.constexpr, N: tl.constexpr,
+                    PRECISION: tl.constexpr):
+    o_m, o_k, o_n = tl.arange(0, M), tl.arange(0, K), tl.arange(0, N)
+    x = tl.load(a + o_m[:, None] * K + o_k[None, :])
+    y = tl.load(b + o_k[:, None] * N + o_n[None, :])
+    tl.store(out + o_m[:, None] * N + o_n[None, :], _dot(x, y, PRECISION))
+
+
+@pytest.mark.triton
+def test_six_bf16_products_are_fp32_grade():
+    """``_dot`` with "bf16x6" (each operand as three bf16 pieces, six of their products):
+    within 1e-6 of the exact product of fp32 blocks whose entries span many binades, where
+    one product of bf16 roundings is off by more than 1e-4. (Under the interpreter the
+    pieces are rounded by their bits and multiplied in fp32: "bf16x6_rounded".)"""
+    gen = torch.Generator().manual_seed(0)
+    spread = 2.0 ** torch.randint(-12, 13, (16, 32), generator=gen)  # 25 binades
+    a = (torch.randn(16, 32, generator=gen) * spread).to(DEVICE)
+    b = torch.randn(32, 16, generator=gen).to(DEVICE)
+    exact = a.double() @ b.double()
+    rounded = "_rounded" if gtc.INTERPRET else ""
+    err = {}
+    for name in ("bf16x6", "bf16"):
+        out = torch.empty(16, 16, device=DEVICE)
+        _product_kernel[(1,)](a, b, out, M=16, K=32, N=16, PRECISION=name + rounded)
+        err[name] = rel_err(out.double(), exact)
+    assert err["bf16x6"] < 1e-6 < 1e-4 < err["bf16"], err
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("forward", gtc.FORWARDS)
+def test_bf16x6_products_for_fp32_inputs(monkeypatch, forward):
+    """CONFIGS["fp32_products"] = "bf16x6" both ways (the GPU's backward by default): fp32
+    inputs keep the fp32 tolerance of the loop, output, final state and every gradient,
+    with an initial state and strong decay, across chunks."""
+    six = dict(forward="bf16x6", backward="bf16x6")
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), forward=forward,
+                                          fp32_products=six))
+    check(1, 70, 2, 12, 20, torch.float32, 10.0, True, True)
+
+
+def test_fp32_products_setting_checked(monkeypatch):
+    """Where the grade is fp32's, CONFIGS["fp32_products"] picks each direction's products;
+    a value it does not know stops the call, whatever the inputs' dtype."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    x16, x32 = torch.zeros(1, dtype=torch.bfloat16), torch.zeros(1)
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE),
+                                          fp32_products=dict(forward="tf32x3", backward="bf16x6")))
+    assert gtc._precision(x32, x32, x32, forward=True) == "tf32x3"
+    assert gtc._precision(x32, x32, x32) == ("bf16x6_rounded" if gtc.INTERPRET else "bf16x6")
+    assert gtc._precision(x16, x16, x16) == "tf32"  # 16-bit inputs: not fp32's grade
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE),
+                                          fp32_products=dict(forward="tf32x3", backward="fp64")))
+    for x in (x16, x32):
+        with pytest.raises(ValueError,
+                           match=r"CONFIGS\['fp32_products'\]\['backward'\] must be one of"):
+            gtc._precision(x, x, x)

@@ -10,18 +10,28 @@ kernels (gla and gated delta) go further on a GPU and multiply bf16 roundings (e
 kernel's CONFIGS["half_products"], ``kernel_precision``). fp64 inputs are computed
 in fp32 by the kernels, as fp32. The Triton interpreter ignores the setting and multiplies
 in plain fp32.
+
+An fp32-grade product can also be six bf16 products ("bf16x6"): each fp32 operand split into
+three bf16 pieces, a = a₁ + a₂ + a₃ with each piece the bf16 rounding of what the pieces
+before it left, which together carry 24 bits; the six products of pieces whose orders add up
+to at most four are summed, smallest first (what is left out is below fp32's own rounding). Each
+kernel chooses between the two per direction (its CONFIGS["fp32_products"]).
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["dot_precision", "kernel_precision", "tf32_allowed", "HALF_PRODUCTS"]
+__all__ = ["dot_precision", "kernel_precision", "tf32_allowed", "HALF_PRODUCTS",
+           "FP32_PRODUCTS"]
 
 # what the forward of bf16 / fp16 inputs multiplies (each kernel's CONFIGS["half_products"]):
 # "tf32", its fp32 blocks as TF32 (10-bit mantissa); "bf16", the blocks rounded to bf16
 # (8 bits, the tensor cores' 16-bit rate). Both accumulate in fp32.
 HALF_PRODUCTS = ("tf32", "bf16")
+# how an fp32-grade product multiplies (each kernel's CONFIGS["fp32_products"], per
+# direction): "tf32x3", three TF32 products; "bf16x6", six products of bf16 pieces.
+FP32_PRODUCTS = ("tf32x3", "bf16x6")
 
 
 def tf32_allowed() -> bool:
@@ -38,15 +48,26 @@ def dot_precision(dtype: torch.dtype) -> str:
 
 
 def kernel_precision(dtype: torch.dtype, half_products: str, *, forward: bool,
-                     interpret: bool) -> str:
+                     interpret: bool, fp32_products: dict | None = None) -> str:
     """What a chunk kernel's products (``hymo_mini.ops.gla.chunk_states._dot``) multiply for
     inputs of ``dtype``: dot_precision's grade, except in the forward of 16-bit inputs,
     where ``half_products`` (one of HALF_PRODUCTS) decides. Under the Triton interpreter
     "bf16" becomes "bf16_rounded", the same roundings multiplied in fp32. The backwards
     keep TF32: with bf16 operands their gate gradients, sums of many cancelling terms,
-    drift from the loop's."""
+    drift from the loop's. Where the grade is fp32's, ``fp32_products`` ({"forward": ...,
+    "backward": ...}, each one of FP32_PRODUCTS; three TF32 products if not given) says how
+    this direction multiplies; under the interpreter "bf16x6" becomes "bf16x6_rounded"."""
+    if fp32_products is not None:
+        for direction in ("forward", "backward"):
+            if fp32_products.get(direction) not in FP32_PRODUCTS:
+                raise ValueError(f"CONFIGS['fp32_products'][{direction!r}] must be one of "
+                                 f"{FP32_PRODUCTS}, got {fp32_products.get(direction)!r}")
     if not forward or dtype not in (torch.bfloat16, torch.float16):
-        return dot_precision(dtype)
+        grade = dot_precision(dtype)
+        if grade != "tf32x3" or fp32_products is None:
+            return grade
+        way = fp32_products["forward" if forward else "backward"]
+        return "bf16x6_rounded" if way == "bf16x6" and interpret else way
     if half_products not in HALF_PRODUCTS:
         raise ValueError(f"CONFIGS['half_products'] must be one of {HALF_PRODUCTS}, got "
                          f"{half_products!r}")

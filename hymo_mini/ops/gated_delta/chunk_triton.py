@@ -149,7 +149,11 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # (B1 T16384) off the bf16 forward's device time, its forward + backward no
            # slower, its output 0.0048 (relative RMS) from TF32's
            # (book/results/delta_half_{b4t4096,b1t16384}_h200_2026-12-04.json)
-           "half_products": "bf16"}
+           "half_products": "bf16",
+           # how each direction multiplies where the products are fp32-grade (fp32 inputs,
+           # TF32 not allowed): "tf32x3", three TF32 products, or "bf16x6", six products of
+           # bf16 pieces (hymo_mini.ops.precision's FP32_PRODUCTS)
+           "fp32_products": dict(forward="tf32x3", backward="bf16x6")}
 # Settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per dot, 16-bit
 # loads), from a bf16 sweep on the H200
 # (book/results/gated_delta_profile_bf16_h200_2026-12-02.json); fp32's three-pass products
@@ -168,6 +172,7 @@ CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_st
 # the interpreter runs programs one after another: short chunks, fewest programs
 INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "levels",
                      "redo": False, "half_products": "tf32",
+                     "fp32_products": dict(forward="tf32x3", backward="tf32x3"),
                      "chain": dict(chunks=2, num_warps=1, num_stages=1),
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
@@ -186,8 +191,10 @@ def _config(name: str, half: bool = False):
 
 
 def _launch(name: str, half: bool = False) -> dict:
-    """num_warps and num_stages of one kernel."""
-    return {k: v for k, v in _config(name, half).items() if k in ("num_warps", "num_stages")}
+    """num_warps, num_stages and, if set, maxnreg (a cap on the registers per thread that
+    lets more programs share an SM) of one kernel."""
+    return {k: v for k, v in _config(name, half).items()
+            if k in ("num_warps", "num_stages", "maxnreg")}
 
 
 def _half(v) -> bool:
@@ -345,10 +352,10 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
         # fp32-grade products if any of the multiplied inputs carries fp32 or more; the
         # forward of 16-bit inputs as CONFIGS["half_products"] says, the backward in TF32
         dtype = torch.promote_types(torch.promote_types(v.dtype, b.dtype), c.dtype)
-        precision = kernel_precision(dtype, _config("half_products"), forward=False,
-                                     interpret=INTERPRET)
-        forward_precision = kernel_precision(dtype, _config("half_products"), forward=True,
-                                             interpret=INTERPRET)
+        products = dict(half_products=_config("half_products"), interpret=INTERPRET,
+                        fp32_products=_config("fp32_products"))
+        precision = kernel_precision(dtype, forward=False, **products)
+        forward_precision = kernel_precision(dtype, forward=True, **products)
         # grad_mode: whether autograd was recording where the caller applied this (inside
         # forward it never is); a backward can only follow if it was and an input needs it
         keep = bool(grad_mode) and any(ctx.needs_input_grad)

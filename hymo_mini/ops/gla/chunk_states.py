@@ -27,15 +27,62 @@ LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x · log2(e))
 def _dot(a, b, PRECISION: tl.constexpr):
     """a @ b, accumulated in fp32: ``tl.dot`` with input_precision PRECISION ("tf32",
     "tf32x3", "ieee"), or for PRECISION "bf16" of a and b rounded to bf16 (the tensor
-    cores' 16-bit rate; an option for 16-bit inputs, CONFIGS["half_products"]). Under the
-    interpreter "bf16" arrives as "bf16_rounded": the same roundings multiplied in fp32
+    cores' 16-bit rate; an option for 16-bit inputs, CONFIGS["half_products"]), or for
+    "bf16x6" six products of their bf16 pieces (``_dot_bf16x6``; fp32-grade, an option
+    for fp32 inputs, CONFIGS["fp32_products"]). Under the interpreter "bf16" and "bf16x6"
+    arrive as "bf16_rounded" and "bf16x6_rounded": the same roundings multiplied in fp32
     (Triton 3.9's interpreter returns garbage from a dot of bf16 blocks)."""
     if PRECISION == "bf16":
         return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
     elif PRECISION == "bf16_rounded":
         return tl.dot(_bf16_round(a), _bf16_round(b), input_precision="ieee")
+    elif PRECISION == "bf16x6":
+        return _dot_bf16x6(a, b, False)
+    elif PRECISION == "bf16x6_rounded":
+        return _dot_bf16x6(a, b, True)
     else:
         return tl.dot(a, b, input_precision=PRECISION)
+
+
+@triton.jit
+def _bf16_piece(x, ROUNDED: tl.constexpr):
+    """The bf16 rounding of fp32 x, as bf16 (or, if ROUNDED, kept in fp32), and what it
+    leaves, x minus it (exact in fp32)."""
+    if ROUNDED:
+        p = _bf16_round(x)
+        return p, x - p
+    else:
+        p = x.to(tl.bfloat16)
+        return p, x - p.to(tl.float32)
+
+
+@triton.jit
+def _dot_bf16x6(a, b, ROUNDED: tl.constexpr):
+    """a @ b from three bf16 pieces of each, a = a1 + a2 + a3 (a2 the rounding of a - a1, a3
+    of what is left; 24 bits together): the six products a_i b_j with i + j <= 4, smallest
+    first, accumulated in fp32. Each left-out product is at most 2^-27 of |a||b|, below
+    fp32's own rounding. ROUNDED: the pieces stay fp32 and multiply as "ieee" (for the
+    interpreter)."""
+    a1, ra = _bf16_piece(a, ROUNDED)
+    a2, ra = _bf16_piece(ra, ROUNDED)
+    a3, _ = _bf16_piece(ra, ROUNDED)
+    b1, rb = _bf16_piece(b, ROUNDED)
+    b2, rb = _bf16_piece(rb, ROUNDED)
+    b3, _ = _bf16_piece(rb, ROUNDED)
+    if ROUNDED:
+        acc = tl.dot(a3, b1, input_precision="ieee")
+        acc = tl.dot(a1, b3, acc, input_precision="ieee")
+        acc = tl.dot(a2, b2, acc, input_precision="ieee")
+        acc = tl.dot(a2, b1, acc, input_precision="ieee")
+        acc = tl.dot(a1, b2, acc, input_precision="ieee")
+        return tl.dot(a1, b1, acc, input_precision="ieee")
+    else:
+        acc = tl.dot(a3, b1)
+        acc = tl.dot(a1, b3, acc)
+        acc = tl.dot(a2, b2, acc)
+        acc = tl.dot(a2, b1, acc)
+        acc = tl.dot(a1, b2, acc)
+        return tl.dot(a1, b1, acc)
 
 
 @triton.jit

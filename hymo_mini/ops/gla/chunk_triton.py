@@ -171,6 +171,7 @@ CONFIGS = {
     "state_bwd": dict(split=16, num_warps=1, num_stages=3),
     "chunk_bwd": dict(num_warps=1, num_stages=1),
     "half_products": "bf16",  # the forward of bf16 / fp16 inputs: its products' operands
+    "fp32_products": dict(forward="tf32x3", backward="bf16x6"),  # fp32-grade products
 }
 BLOCKS = (16, 32)
 BLOCK_STATES = ("store", "recompute")
@@ -193,6 +194,11 @@ PAIRS = ("levels", "auto")
 # (book/results/gla_half_{b4t4096,b1t16384}_h200_2026-12-04.json); the interpreter keeps
 # TF32 (its bf16 products are the roundings multiplied in fp32, see chunk_states._dot).
 # HALF_PRODUCTS (hymo_mini.ops.precision) lists the choices.
+# "fp32_products", how each direction multiplies where the products are fp32-grade (fp32
+# inputs, TF32 not allowed): "tf32x3", three TF32 products, or "bf16x6", six products of
+# bf16 pieces (FP32_PRODUCTS). On an H200 the forward is faster with "tf32x3" and the
+# backward with "bf16x6" (book/results/fp32_products_h200_2026-12-04.json); the interpreter
+# multiplies in plain fp32 whatever the grade, so its settings keep "tf32x3".
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
@@ -206,6 +212,7 @@ INTERPRET_CONFIGS = {
     "state_bwd": dict(split=1 << 30, num_warps=1, num_stages=1),
     "chunk_bwd": dict(num_warps=1, num_stages=1),
     "half_products": "tf32",
+    "fp32_products": dict(forward="tf32x3", backward="tf32x3"),
 }
 
 
@@ -233,7 +240,7 @@ def _precision(v, b, c, forward: bool = False) -> str:
     gate gradients were 6-18% off the loop's)."""
     dtype = torch.promote_types(v.dtype, torch.promote_types(b.dtype, c.dtype))
     return kernel_precision(dtype, _config("half_products"), forward=forward,
-                            interpret=INTERPRET)
+                            interpret=INTERPRET, fp32_products=_config("fp32_products"))
 
 
 def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: str) -> None:
