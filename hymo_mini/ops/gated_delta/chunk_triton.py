@@ -68,8 +68,10 @@ chunk-start states (B·H·⌈T/BT⌉·S·D fp32) and Mk and (I + M)⁻¹ (B·H·
 each); the backward adds dU and the chunk-end gradients. Padding steps of a ragged tail
 are masked loads (g = β = 0, b = c = 0).
 
-Precision (``hymo_mini.ops.precision.kernel_precision``): fp32 inputs get "tf32x3" products
-(fp32-grade), plain TF32 only when PyTorch's own fp32 matmuls may use it; bf16 and fp16
+Precision (``hymo_mini.ops.precision.kernel_precision``): fp32 inputs get fp32-grade
+products ("tf32x3" in the forward; on a GPU "bf16x6" in the backward,
+CONFIGS["fp32_products"]), plain TF32 only when PyTorch's own fp32 matmuls may use it; bf16
+and fp16
 inputs use TF32, except that on a GPU their forward multiplies bf16 roundings of its blocks
 (CONFIGS["half_products"], ``hymo_mini.ops.gla.chunk_states._dot``). Everything accumulates
 in fp32; fp64 inputs are computed in fp32. o and
@@ -152,7 +154,11 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            "half_products": "bf16",
            # how each direction multiplies where the products are fp32-grade (fp32 inputs,
            # TF32 not allowed): "tf32x3", three TF32 products, or "bf16x6", six products of
-           # bf16 pieces (hymo_mini.ops.precision's FP32_PRODUCTS)
+           # bf16 pieces (hymo_mini.ops.precision's FP32_PRODUCTS). On an H200 a "bf16x6"
+           # backward took 3-4% off forward + backward, its gradients 2.2e-7 (relative RMS)
+           # from "tf32x3"'s; the forward stays "tf32x3" (bf16x6 2.7% slower there)
+           # (book/results/delta_fp32_products_{b4t4096,b1t16384}_h200_2026-12-04.json,
+           # fp32_products_forward_h200_2026-12-04.json)
            "fp32_products": dict(forward="tf32x3", backward="bf16x6")}
 # Settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per dot, 16-bit
 # loads), from a bf16 sweep on the H200

@@ -91,7 +91,8 @@ backward adds the chunk-end gradients (and under "recompute" the block-start sta
 while it runs, and returns the gradients.
 
 Precision: all arithmetic in fp32; how tl.dot multiplies is chosen by
-``hymo_mini.ops.precision.dot_precision``: fp32-grade products ("tf32x3") for fp32 inputs
+``hymo_mini.ops.precision.dot_precision``: fp32-grade products for fp32 inputs ("tf32x3";
+on a GPU the backward's are "bf16x6", CONFIGS["fp32_products"])
 unless PyTorch's own TF32 switch is on, TF32 for bf16 and fp16 inputs, except that on a GPU
 the forward of 16-bit inputs multiplies bf16 roundings of its blocks (CONFIGS["half_products"],
 ``chunk_states._dot``; sums in fp32); the interpreter multiplies in plain fp32. Inputs may be
@@ -196,9 +197,11 @@ PAIRS = ("levels", "auto")
 # HALF_PRODUCTS (hymo_mini.ops.precision) lists the choices.
 # "fp32_products", how each direction multiplies where the products are fp32-grade (fp32
 # inputs, TF32 not allowed): "tf32x3", three TF32 products, or "bf16x6", six products of
-# bf16 pieces (FP32_PRODUCTS). On an H200 the forward is faster with "tf32x3" and the
-# backward with "bf16x6" (book/results/fp32_products_h200_2026-12-04.json); the interpreter
-# multiplies in plain fp32 whatever the grade, so its settings keep "tf32x3".
+# bf16 pieces (FP32_PRODUCTS). On an H200 the forward was faster with "tf32x3" (0.30 against
+# 0.31 ms at B4 T4096 H40) and forward + backward with a "bf16x6" backward (2.86 against
+# 3.56 ms of the earlier record; book/results/fp32_products_{forward,both}_h200_2026-12-04.json,
+# gla_record_bf16x6_h200_2026-12-04.json); the interpreter multiplies in plain fp32
+# whatever the grade, so its settings keep "tf32x3".
 INTERPRET_CONFIGS = {
     "chunk": 32,
     "block": 16,
