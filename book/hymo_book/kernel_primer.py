@@ -10,7 +10,8 @@ a model of software pipelining. Nothing here measures time or needs a GPU.
   :func:`operations` counts bytes and FLOPs of the operations the chapter places on
   :func:`roofline_figure`.
 * **TF32**: :func:`tf32_round` rounds float32 to TF32's 10 mantissa bits on the CPU;
-  :func:`tf32_matmul` and :func:`tf32x3_matmul` emulate one and three TF32 products.
+  :func:`tf32_matmul` and :func:`tf32x3_matmul` emulate one and three TF32 products,
+  :func:`bf16_pieces` and :func:`bf16x6_matmul` an fp32-grade product from six bf16 ones.
 * **Pipelining**: :func:`pipeline_schedule` times a loop of loads and computations with
   ``stages`` loads in flight, as ``num_stages`` asks the compiler to; :func:`pipeline_figure`
   draws it.
@@ -30,7 +31,8 @@ from matplotlib.ticker import MaxNLocator
 
 __all__ = ["TF32_BITS", "DOT_MIN", "GpuSpec", "H200", "measured_gpu", "hierarchy_rows", "floors",
            "ridge_point", "operations", "roofline_figure", "tf32_round", "tf32_matmul",
-           "tf32x3_matmul", "rel_error", "pipeline_schedule", "pipeline_figure"]
+           "tf32x3_matmul", "bf16_pieces", "bf16x6_matmul", "rel_error", "pipeline_schedule",
+           "pipeline_figure"]
 
 
 TF32_BITS = 10  # mantissa bits TF32 keeps of float32's 23
@@ -197,6 +199,33 @@ def tf32x3_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a_big, b_big = tf32_round(a), tf32_round(b)
     a_small, b_small = tf32_round(a - a_big), tf32_round(b - b_big)
     return a_big @ b_big + (a_big @ b_small + a_small @ b_big)
+
+
+def bf16_pieces(x: torch.Tensor, n: int = 3) -> list[torch.Tensor]:
+    """float32 x as n bf16 pieces, largest first, each the bf16 rounding (to nearest) of what
+    the pieces before it left: x = pieces[0] + pieces[1] + ... up to what the last one
+    leaves. Each piece carries 8 significant bits, so three carry float32's 24. The pieces are
+    returned as float32 tensors holding bf16 values."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+        raise TypeError(f"x must be a float32 tensor, got {getattr(x, 'dtype', type(x))}")
+    pieces, rest = [], x
+    for _ in range(n):
+        piece = rest.to(torch.bfloat16).float()
+        pieces.append(piece)
+        rest = rest - piece  # exact in float32
+    return pieces
+
+
+def bf16x6_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """fp32-grade product from six bf16 products ("bf16x6"): three bf16 pieces of each input
+    (``bf16_pieces``), and of the nine products of pieces a_i @ b_j (i, j = 1, 2, 3) the six
+    with i + j <= 4, summed smallest first. Each of the three left out is about 2⁻²⁷ of the
+    product or less, below float32's own rounding. A bf16 product is exact in float32 (8 by
+    8 significant bits) and summed in float32, as on the tensor cores."""
+    a1, a2, a3 = bf16_pieces(a)
+    b1, b2, b3 = bf16_pieces(b)
+    total = a3 @ b1 + a1 @ b3 + a2 @ b2  # the smallest first
+    return (total + (a2 @ b1 + a1 @ b2)) + a1 @ b1
 
 
 def rel_error(x: torch.Tensor, ref: torch.Tensor) -> float:

@@ -21,7 +21,8 @@ from hymo_mini.tables import TextTable
 
 __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
-           "standing", "GLA_TF32_RUN", "TF32_PRECISIONS", "tf32_beside_peer", "ERROR_FLOOR"]
+           "standing", "GLA_TF32_RUN", "GLA_BF16X6_RUN", "TF32_PRECISIONS", "tf32_beside_peer",
+           "ERROR_FLOOR", "FP32_PRODUCTS_RUNS", "fp32_products_table"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -251,7 +252,7 @@ def targets_summary() -> CaptionedTable:
                                   + (" (our fp32-grade products, fla's TF32)"
                                      if worst["dtype"] == "float32" else "")
                                   + f", worst of {len(mine)}"})
-    both = tf32_beside_peer()  # the gla kernel alone in fp32, each precision beside chunk_gla
+    both = tf32_beside_peer(GLA_BF16X6_RUN)  # the gla kernel alone in fp32, each precision
     for key, (words, products) in (("default", ("fp32-grade default",
                                                 "our fp32-grade products, fla's TF32")),
                                    ("tf32", ("fp32 TF32 opt-in", "TF32 products, as fla's"))):
@@ -300,6 +301,10 @@ DELTA_RECORD_RUN = "gated_delta_defaults_h200_2026-12-04.json"
 # autograd Function, no dispatcher) in fp32 at both benchmark shapes, with each precision
 # beside fla's chunk_gla, so that the price of fp32-grade products is read within one run
 GLA_TF32_RUN = "gla_record_tf32_h200_2026-12-04.json"
+# a fourth run, of tree 0f28d1c, the same command: the fp32-grade default's backward now
+# multiplies six bf16 products instead of three TF32 ones (CONFIGS["fp32_products"]); the
+# summary's rows of the gla kernel alone read it
+GLA_BF16X6_RUN = "gla_record_bf16x6_h200_2026-12-04.json"
 # our backend in that run -> (its key in tf32_beside_peer's rows, the products it multiplies)
 TF32_PRECISIONS = {"chunk_triton_kernel": ("default", "fp32-grade, the default"),
                    "chunk_triton_kernel_tf32": ("tf32", "TF32, the opt-in")}
@@ -368,16 +373,16 @@ def _error_words(error: float) -> str:
     return f"< {ERROR_FLOOR:.0e}" if error < ERROR_FLOOR else f"{error:.1e}"
 
 
-def tf32_beside_peer() -> CaptionedTable:
-    """The gla kernel alone in fp32 beside fla's chunk_gla, in one run (``GLA_TF32_RUN``),
-    with each of its precisions (``TF32_PRECISIONS``): a row per shape, holding under
-    "default" and "tf32" the forward and forward + backward times, forward + backward over
-    chunk_gla's against the gla limit of ``STANDING`` (met or not), peak memory over
-    chunk_gla's and the output's relative RMS error against the loop; chunk_gla's own under
-    "fla"."""
+def tf32_beside_peer(run: str = GLA_TF32_RUN) -> CaptionedTable:
+    """The gla kernel alone in fp32 beside fla's chunk_gla, in one run (``GLA_TF32_RUN``, or
+    the later ``GLA_BF16X6_RUN`` of the same command), with each of its precisions
+    (``TF32_PRECISIONS``): a row per shape, holding under "default" and "tf32" the forward
+    and forward + backward times, forward + backward over chunk_gla's against the gla limit
+    of ``STANDING`` (met or not), peak memory over chunk_gla's and the output's relative RMS
+    error against the loop; chunk_gla's own under "fla"."""
     from hymo_book.kernel_results import load_reports
 
-    report = load_reports([GLA_TF32_RUN])[0]
+    report = load_reports([run])[0]
     limit = STANDING["gla"][4]
     rows = []
     for e in report["shapes"].values():
@@ -411,3 +416,52 @@ def tf32_beside_peer() -> CaptionedTable:
               "is o's relative RMS against the fp32 loop",
         align="lrrrrrr")
     return CaptionedTable(table, run_caption(report), rows)
+
+
+# --------------------------------------------------------------------------------------
+# fp32-grade products two ways: three TF32 products or six bf16 products
+# --------------------------------------------------------------------------------------
+# two calls on one H200 before the choice became a setting: tree 411c70b plus the "bf16x6"
+# branch of chunk_states._dot as it landed in 0f28d1c, and a script (.gpu/prec.py, not kept)
+# that replaced the kernels' fp32-grade products by each way, in the forward alone ("forward",
+# both rules) or in both directions ("both", the gla rule); the landed setting,
+# CONFIGS["fp32_products"], times the same choices (IEEE aside) through
+# `benchmarks/gated_delta_profile.py --gla-forward-changes '{"fp32_products": ...}'`
+FP32_PRODUCTS_RUNS = {"forward": "fp32_products_forward_h200_2026-12-04.json",
+                      "both": "fp32_products_both_h200_2026-12-04.json"}
+_WAYS = {"tf32x3": "three TF32", "bf16x6": "six bf16", "ieee": "IEEE fp32 (no tensor cores)",
+         "tf32": "one TF32 (not fp32-grade)"}
+
+
+def fp32_products_table() -> CaptionedTable:
+    """The fp32 kernels alone with their fp32-grade products made each way, from the two
+    calls of ``FP32_PRODUCTS_RUNS``: a row per (directions, rule, shape, way) with the
+    forward's device time (ms, its launches summed), forward + backward (ms) and the
+    output's relative RMS difference from the "tf32x3" row of the same run and shape (the
+    backward multiplies "tf32x3" where only the forward changed)."""
+    rows, captions = [], []
+    for directions, name in FP32_PRODUCTS_RUNS.items():
+        report = load_result(name)
+        captions.append(run_caption(report))
+        for key, r in report.items():
+            if key.count("|") != 2:
+                continue  # the run's environment and compiled kernels
+            shape, rule, way = key.split("|")
+            rows.append({"directions": directions, "shape": shape, "rule": rule, "way": way,
+                         "device_ms": r["kernels_sum_ms"], "fwdbwd_ms": r["fwdbwd_ms"],
+                         "difference": r["rel_vs_first"]})
+    rows.sort(key=lambda r: (r["directions"] != "forward", r["rule"] != "gla"))  # stable
+    table = TextTable(
+        ("products in", "rule", "shape", "products", "fwd device ms", "fwd+bwd ms",
+         "o against tf32x3's"),
+        [(r["directions"], r["rule"], r["shape"].replace("_", " "), _WAYS[r["way"]],
+          f"{r['device_ms']:.3f}", f"{r['fwdbwd_ms']:.2f}",
+          "(the reference)" if r["way"] == "tf32x3" else _error_words(r["difference"]))
+         for r in rows],
+        title="fp32 inputs, each kernel alone: its fp32-grade products made each way, in the "
+              "forward alone or in both directions",
+        align="llllrrl")
+    captions.append("Both runs: tree 411c70b with the \"bf16x6\" branch of chunk_states._dot as "
+                    "landed in 0f28d1c; .gpu/prec.py (not kept) set the products of each row")
+    return CaptionedTable(table, "\n".join(captions), rows)
+

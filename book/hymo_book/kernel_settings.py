@@ -15,7 +15,7 @@ from hymo_mini.tables import TextTable
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
            "ADOPTED", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES", "change_label", "settings_table",
            "comparisons", "keepers", "fastest", "handoffs", "device_ratios", "GRAPH_RUNS",
-           "GRAPH_DTYPES", "graph_table", "HALF_RUNS", "DELTA_HALF_RUNS"]
+           "GRAPH_DTYPES", "graph_table", "HALF_RUNS", "DELTA_HALF_RUNS", "DELTA_FP32_RUNS"]
 
 # one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
 # change of each ({}) is the setting in use
@@ -56,6 +56,11 @@ HALF_RUNS = {"gla": ("gla_half_b4t4096_h200_2026-12-04.json",
 # the one launch at 2 and 4 warps
 DELTA_HALF_RUNS = {"delta": ("delta_half_b4t4096_h200_2026-12-04.json",
                              "delta_half_b1t16384_h200_2026-12-04.json")}
+# tree 0f28d1c: the delta kernel's fp32 forward + backward with its backward's fp32-grade
+# products as three TF32 products (the change) against six bf16 products (in use,
+# CONFIGS["fp32_products"]), one run a shape
+DELTA_FP32_RUNS = {"delta": ("delta_fp32_products_b4t4096_h200_2026-12-04.json",
+                             "delta_fp32_products_b1t16384_h200_2026-12-04.json")}
 # the final tree's kernels (commit 259a5f6), each rule's forward alone also replayed as one
 # CUDA graph ("graph_ms"); one run a shape, both rules in it
 GRAPH_RUNS = ("forward_graph_b4t4096_h200_2026-12-04.json",

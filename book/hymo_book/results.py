@@ -110,10 +110,10 @@ def load_result(name_or_path: str | Path, need: tuple[str, ...] = ()) -> dict:
 def run_info(report: dict) -> dict:
     """Where, with what and when a run was made: file, hardware, versions, date, command.
 
-    Reads both layouts the benchmarks write (``environment``, or ``hardware`` and
-    ``software``)."""
+    Reads the layouts the benchmarks write (``environment``, or ``hardware`` and
+    ``software``) and that of the one-off scripts' runs (``env``)."""
     meta = {**report.get("software", {}), **report.get("hardware", {}),
-            **report.get("environment", {})}
+            **report.get("env", {}), **report.get("environment", {})}
     if meta.get("gpu"):
         hardware = meta["gpu"]
     else:

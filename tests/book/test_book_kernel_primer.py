@@ -48,6 +48,23 @@ def test_three_tf32_products_are_fp32_grade_and_one_is_not():
     assert three < 3 * fp32 + 1e-7 and three < one / 100
 
 
+def test_three_bf16_pieces_hold_a_float32_and_six_products_are_fp32_grade():
+    x = torch.randn(10_000) * 10 ** torch.randint(-20, 20, (10_000,)).float()
+    pieces = kp.bf16_pieces(x)
+    for p in pieces:
+        assert torch.equal(p, p.to(torch.bfloat16).float())  # each piece is a bf16 number
+    assert torch.equal((pieces[0] + pieces[1]) + pieces[2], x)  # 3 x 8 bits carry all 24
+    assert (pieces[1].abs() <= x.abs() * 2.0**-8).all()  # each piece is the rest's rounding
+    gen = torch.Generator().manual_seed(1)
+    a, b = torch.randn(64, 96, generator=gen), torch.randn(96, 48, generator=gen)
+    exact = a.double() @ b.double()
+    six, fp32 = kp.rel_error(kp.bf16x6_matmul(a, b), exact), kp.rel_error(a @ b, exact)
+    one = kp.rel_error(a.bfloat16().float() @ b.bfloat16().float(), exact)
+    assert six < 3 * fp32 + 1e-7 and six < one / 1000
+    with pytest.raises(TypeError, match="float32"):
+        kp.bf16_pieces(torch.ones(2, dtype=torch.float64))
+
+
 def test_floors_and_the_ridge_point():
     ridge = kp.ridge_point(67.0, 4000.0)
     assert ridge == pytest.approx(67e12 / 4e12)

@@ -207,14 +207,14 @@ def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
         assert row["worst"] == max(r["fwd_vs_copy"] for r in now.rows if r["rule"] == rule)
 
 
-def test_the_tf32_run_times_both_precisions_beside_chunk_gla_and_ends_the_summary():
-    """The gla kernel alone in fp32, each precision beside chunk_gla in one run: the ratios
-    divide that run's times, the verdicts are against the gla limit, and the summary's two
-    rows from it are the worst shapes; every final-tree row comes after all the others
-    (chapter 21 says "the last N rows")."""
-    both = kr.tf32_beside_peer()
-    report = results.load_result(kr.GLA_TF32_RUN)
-    assert len(both.rows) == len(report["shapes"]) == 2 and kr.GLA_TF32_RUN in both.caption
+@pytest.mark.parametrize("run", [kr.GLA_TF32_RUN, kr.GLA_BF16X6_RUN])
+def test_the_gla_fp32_runs_time_both_precisions_beside_chunk_gla(run):
+    """The gla kernel alone in fp32, each precision beside chunk_gla in one run (three TF32
+    products in both directions, then six bf16 products in the backward): the ratios divide
+    that run's times and the verdicts are against the gla limit."""
+    both = kr.tf32_beside_peer(run)
+    report = results.load_result(run)
+    assert len(both.rows) == len(report["shapes"]) == 2 and run in both.caption
     for row, entry in zip(both.rows, report["shapes"].values(), strict=True):
         assert row["dtype"] == entry["dtype"] == "float32"
         peer = entry["results"]["fla_chunk"]["fwdbwd_ms"]
@@ -222,6 +222,14 @@ def test_the_tf32_run_times_both_precisions_beside_chunk_gla_and_ends_the_summar
             ratio = entry["results"][backend]["fwdbwd_ms"] / peer
             assert row[key]["fwdbwd_ratio"] == ratio
             assert row[key]["met"] == (ratio <= kr.STANDING["gla"][4])
+    assert kr.tf32_beside_peer().caption == kr.tf32_beside_peer(kr.GLA_TF32_RUN).caption
+
+
+def test_the_later_fp32_run_ends_the_summary():
+    """The summary's two rows of the gla kernel alone read the later run (the backward's six
+    bf16 products, the tree as it stands) at its worst shapes; every final-tree row comes
+    after all the others (chapter 21 says "the last N rows")."""
+    both = kr.tf32_beside_peer(kr.GLA_BF16X6_RUN)
     summary = kr.targets_summary()
     rows = {r["target"]: r for r in summary.rows}
     for key, words in (("default", "fp32-grade default"), ("tf32", "fp32 TF32 opt-in")):
@@ -230,4 +238,26 @@ def test_the_tf32_run_times_both_precisions_beside_chunk_gla_and_ends_the_summar
         assert row["met"] == all(r[key]["met"] for r in both.rows)
     final = [r["target"].endswith("final tree") for r in summary.rows]
     assert final == sorted(final) and sum(final) == 10
-    assert kr.GLA_TF32_RUN in summary.caption
+    assert kr.GLA_BF16X6_RUN in summary.caption
+
+
+def test_the_fp32_products_table_reads_both_calls():
+    """A row per (directions, rule, shape, way) of the two calls; the three-TF32 row of each
+    run and shape is the reference of the others' differences, and only one TF32 product is
+    far from it."""
+    ways = kr.fp32_products_table()
+    assert {r["directions"] for r in ways.rows} == set(kr.FP32_PRODUCTS_RUNS)
+    for name in kr.FP32_PRODUCTS_RUNS.values():
+        assert name in ways.caption
+    keys = [(r["directions"], r["rule"], r["shape"], r["way"]) for r in ways.rows]
+    assert len(keys) == len(set(keys)) == 22
+    for r in ways.rows:
+        if r["way"] == "tf32x3":
+            assert r["difference"] == 0.0
+        elif r["way"] == "tf32":
+            assert r["difference"] > 1e-4
+        else:
+            assert r["difference"] < kr.ERROR_FLOOR
+    both = {(r["shape"], r["way"]): r["fwdbwd_ms"] for r in ways.rows if r["directions"] == "both"}
+    for shape in ("B4_T4096_H40", "B1_T16384_H40"):
+        assert both[(shape, "bf16x6")] < both[(shape, "tf32x3")]  # why the backward changed

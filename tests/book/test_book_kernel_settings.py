@@ -150,3 +150,19 @@ def test_delta_bf16_products_are_kept_and_the_walk_read_ahead_is_not():
         changes = load_result(name)["delta_forward_changes"]["changes"]
         assert changes[0]["change"] == {"half_products": "tf32"} and changes[1]["change"] == {}
         assert changes[1]["forward"]["bfloat16"]["rel_vs_first"] < 2 ** -7
+
+
+def test_delta_bf16x6_backward_is_kept():
+    """Six bf16 products in the delta rule's fp32 backward (in use in the runs: {}), against
+    three TF32 products: forward + backward faster at both shapes, gradients of the same
+    grade, so the GPU's CONFIGS["fp32_products"] keeps "bf16x6" for the backward."""
+    import hymo_mini.ops.gated_delta.chunk_triton as gdt
+
+    table = ks.settings_table(ks.DELTA_FP32_RUNS, {"float32": "fp32"})
+    assert gdt.CONFIGS["fp32_products"] == {"forward": "tf32x3", "backward": "bf16x6"}
+    assert ks.keepers(table) == [] and len(table.rows) == 4
+    for name in ks.DELTA_FP32_RUNS["delta"]:
+        changes = load_result(name)["delta_forward_changes"]["changes"]
+        tf32x3, in_use = (ch["forward"]["float32"] for ch in changes)
+        assert changes[1]["change"] == {} and in_use["fwdbwd_ms"] < tf32x3["fwdbwd_ms"]
+        assert in_use["grads_rel_vs_first"] < 1e-6

@@ -11,5 +11,6 @@ def test_the_readme_measured_section_is_up_to_date():
 def test_the_section_quotes_every_file_it_reads():
     text = measured_section()
     for name in ("train_step_all_h200", "gated_delta_h200", "gdn_h200", "gdn_recurrent_h200",
-                 "fsdp_h200", "mqar_seeds_h200", "gla_record_tf32_h200"):
+                 "fsdp_h200", "mqar_seeds_h200", "gla_record_tf32_h200",
+                 "gla_record_bf16x6_h200"):
         assert name in text
