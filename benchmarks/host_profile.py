@@ -17,6 +17,15 @@ three costs the forwards pay on the host: launching an empty Triton kernel of 13
 ``torch.zeros`` of 20,000 int32 (the one-launch forwards' flags) and ``new_empty``, each per
 call over 1,000. The host's times depend on the machine's CPU and how busy it is: compare
 within one run.
+
+    python3 benchmarks/host_profile.py --own --out benchmarks/host_own_cpu.json
+
+``--own`` needs no GPU: the package's own share of that host time, each rule's kernel alone
+(its autograd Function) on small CPU tensors (``OWN_SHAPE``) with the GPU's settings and
+every Triton kernel of the chunked forwards replaced by a launch that does nothing, so that
+what is timed is the package's Python, allocations and launch arithmetic
+(``own_us_per_call``, the median of five rounds of ``calls``), not Triton's launcher or the
+GPU.
 """
 
 from __future__ import annotations
@@ -42,6 +51,10 @@ from benchmarks.gated_delta_backends import dispatched, kernel_alone, make_input
 from benchmarks.gdn import parse_shape  # noqa: E402
 
 SHAPE = "B4_T4096_H40"
+# --own: small CPU tensors, so that the CPU's allocator (large blocks map fresh pages) does
+# not stand in for the GPU's caching allocator; the host's work per call does not depend
+# on the shape
+OWN_SHAPE = "B1_T512_H4"
 
 
 @triton.jit
@@ -112,10 +125,68 @@ def launch_costs(device) -> dict:
             "new_empty_us": per_call_us(lambda: x.new_empty(160, 32, 32, 32), 1000)}
 
 
+class _NoLaunch:
+    """Stands in for a Triton kernel: ``kernel[grid](...)`` does nothing."""
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: None
+
+
+def own_calls(calls: int = 2000, rounds: int = 5) -> dict:
+    """The package's own host microseconds per forward (see the module): for each rule and
+    dtype, the median over ``rounds`` of ``calls`` calls, the kernels faked, the GPU's
+    settings in force."""
+    import hymo_mini.ops.gated_delta.chunk_triton as dct
+    import hymo_mini.ops.gla.chunk_chain as gcc
+    import hymo_mini.ops.gla.chunk_triton as gct
+
+    saved = {}
+    for module in (gct, gcc, dct):
+        for name in dir(module):
+            if name.startswith("_") and name.endswith("_kernel"):
+                saved[(module, name)] = getattr(module, name)
+                setattr(module, name, _NoLaunch())
+    interpret = gct.INTERPRET, dct.INTERPRET
+    gct.INTERPRET = dct.INTERPRET = False  # the GPU's settings
+    out = {}
+    try:
+        for rule in ("gla", "delta"):
+            for dtype in (torch.bfloat16, torch.float32):
+                inputs, _ = make_inputs(*parse_shape(OWN_SHAPE), dtype, torch.device("cpu"))
+                v, b, c, g, A_log, beta = inputs
+                A = -torch.exp(A_log)
+                fn = kernel_alone(rule)
+                times = []
+                with torch.no_grad():
+                    for _ in range(50):
+                        fn(v, b, c, g, A, beta)
+                    for _ in range(rounds):
+                        start = time.perf_counter()
+                        for _ in range(calls):
+                            fn(v, b, c, g, A, beta)
+                        times.append((time.perf_counter() - start) / calls * 1e6)
+                key = f"{rule}_{str(dtype).removeprefix('torch.')}_kernel"
+                out[key] = {"own_us_per_call": sorted(times)[rounds // 2], "rounds_us": times}
+                print(key, out[key], flush=True)
+    finally:
+        for (module, name), kernel in saved.items():
+            setattr(module, name, kernel)
+        gct.INTERPRET, dct.INTERPRET = interpret
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="JSON path")
+    parser.add_argument("--own", action="store_true",
+                        help="the package's own host time, kernels faked (no GPU needed)")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per round (--own)")
     args = parser.parse_args(argv)
+    if args.own:
+        report = {"environment": record.header(torch.device("cpu"), __file__, argv),
+                  "shape": OWN_SHAPE, **own_calls(args.calls)}
+        Path(args.out).write_text(json.dumps(report, indent=1))
+        return
     if not torch.cuda.is_available():
         raise SystemExit("host_profile.py times kernel launches on a CUDA GPU; this machine "
                          "has none")

@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.launching import on_inputs_device
+from hymo_mini.launching import next_power_of_2, on_inputs_device
 
 __all__ = ["softcap_ce_rows_triton", "fast_tanh", "INTERPRET"]
 
@@ -125,7 +125,7 @@ def softcap_ce_rows_triton(z: torch.Tensor, targets: torch.Tensor, cap: float,
     loss = torch.empty(n, dtype=torch.float32, device=z.device)
     if n == 0:
         return loss, (z if grad else None)
-    BV = block or min(MAX_BLOCK, triton.next_power_of_2(V))
+    BV = block or min(MAX_BLOCK, next_power_of_2(V))
     _softcap_ce_rows_kernel[(n,)](
         z, targets, loss, loss if scale is None else scale, V, z.stride(0), float(cap),
         1.0 / cap if cap > 0 else 0.0, int(ignore_index), HAS_CAP=cap > 0,

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.launching import on_inputs_device
+from hymo_mini.launching import next_power_of_2, on_inputs_device
 
 __all__ = []  # kernels and their Functions, used through hymo_mini.moe_rows
 
@@ -65,7 +65,7 @@ def _combine_bwd_kernel(g, y, row, w, dy, dw, N, D, K: tl.constexpr, BD: tl.cons
 
 
 def _block(D: int) -> dict:
-    BD = triton.next_power_of_2(D)
+    BD = next_power_of_2(D)
     return dict(BD=BD, num_warps=max(1, min(8, BD // 256)))
 
 

@@ -119,3 +119,51 @@ def test_a_second_gpu_gives_what_the_first_does(name):
     for a, b in zip(first, second, strict=True):
         assert b.device == torch.device("cuda:1")
         torch.testing.assert_close(b.cpu(), a.cpu(), rtol=1e-5, atol=1e-5)
+
+
+def test_host_arithmetic_matches_tritons():
+    """cdiv and next_power_of_2, the launchers' plain-int arithmetic, give triton's answers."""
+    import triton
+
+    from hymo_mini.launching import cdiv, next_power_of_2
+
+    for n in range(1, 3000):
+        assert next_power_of_2(n) == triton.next_power_of_2(n)
+        for d in (1, 2, 3, 16, 64, 100):
+            assert cdiv(n, d) == triton.cdiv(n, d)
+    assert cdiv(0, 16) == 0
+
+
+@pytest.mark.parametrize("interpret", [True, False], ids=["interpreter", "gpu-settings"])
+def test_launchers_do_not_call_tritons_host_arithmetic(monkeypatch, interpret):
+    """The chunked forwards' launch arithmetic does not go through triton.cdiv or
+    triton.next_power_of_2 (each host call of those costs microseconds): with both made to
+    fail, a forward of either rule still runs (its kernels faked), with the interpreter's
+    settings and with the GPU's."""
+    import triton
+
+    import hymo_mini.ops.gated_delta.chunk_triton as gdt
+    import hymo_mini.ops.gla.chunk_chain as gcc
+    import hymo_mini.ops.gla.chunk_triton as gct
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("triton's host arithmetic called")
+
+    class Launch:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    monkeypatch.setattr(triton, "cdiv", refuse)
+    monkeypatch.setattr(triton, "next_power_of_2", refuse)
+    monkeypatch.setattr(gct, "INTERPRET", interpret)
+    monkeypatch.setattr(gdt, "INTERPRET", interpret)
+    for module in (gct, gcc, gdt):
+        for name in dir(module):
+            if name.startswith("_") and name.endswith("_kernel"):
+                monkeypatch.setattr(module, name, Launch())
+    v, b, c = (torch.randn(1, 40, 2, 8) for _ in range(3))
+    g, A, beta = torch.rand(1, 40, 2), -torch.rand(2, 8), torch.rand(1, 40, 2)
+    with torch.no_grad():
+        assert gct.ChunkGLAFunction.apply(v, b, c, g, A, None, True)[0].shape == v.shape
+        assert gdt.ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, None, True)[0].shape \
+            == v.shape

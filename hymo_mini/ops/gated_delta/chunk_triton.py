@@ -84,9 +84,8 @@ from __future__ import annotations
 import os
 
 import torch
-import triton
 
-from hymo_mini.launching import on_inputs_device
+from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
 from hymo_mini.ops.checks import (
     check_inputs,
     check_same_layout,
@@ -218,10 +217,10 @@ def _sizes(v, b, states: str):
     if inverse not in INVERSES:
         raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
     check_pairs(_config("pairs"), PAIRS)
-    BS, BD = max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
+    BS, BD = max(16, next_power_of_2(S)), max(16, next_power_of_2(D))
     BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
     sizes = dict(H=H, S=S, D=D, BS=BS, BT=BT)
-    return B, T, H, S, D, triton.cdiv(T, BT), BD, BDs, triton.cdiv(D, BDs), sizes
+    return B, T, H, S, D, cdiv(T, BT), BD, BDs, cdiv(D, BDs), sizes
 
 
 def _new_marks(v, NC: int, pairs: str):
@@ -240,7 +239,7 @@ def _groups(programs: int, NC: int) -> tuple[int, int]:
         raise ValueError(f"CONFIGS['group']['chunks'] must be a positive integer, got {G}")
     if programs >= cfg["below"] or NC <= G:
         return 1, NC
-    return triton.cdiv(NC, G), G
+    return cdiv(NC, G), G
 
 
 def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
@@ -267,7 +266,7 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
         if not (isinstance(NB, int) and NB >= 1):
             raise ValueError("CONFIGS['chain']['chunks'] must be a positive integer, "
                              f"got {NB!r}")
-        programs = triton.cdiv(NC, NB) * B * H
+        programs = cdiv(NC, NB) * B * H
         flags = torch.zeros(1 + programs, dtype=torch.int32, device=v.device)
         o = torch.empty_like(v)
         # "auto": the stretches taken by one product, then the rest (from the first stretch
@@ -288,7 +287,7 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
     NG, G = _groups(B * H * ND, NC)
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_fwd", half))
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
-        NMS = triton.cdiv(S, BDs)
+        NMS = cdiv(S, BDs)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
         _group_fwd_kernel[(B * H * NG * (NMS + ND),)](b, g, A, w, u, tg, T, NG, G, NMS=NMS,
                                                        **walk)
@@ -324,7 +323,7 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
     NG, G = _groups(B * H * ND, NC)
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_bwd", half))
     if NG > 1:  # as in the forward, right to left
-        NMS = triton.cdiv(S, BDs)
+        NMS = cdiv(S, BDs)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
         _group_bwd_kernel[(B * H * NG * (NMS + ND),)](b, c, g, A, w, do, du, tg, T, NG, G,
                                                        NMS=NMS, **walk)

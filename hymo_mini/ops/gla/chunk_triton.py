@@ -106,9 +106,8 @@ from __future__ import annotations
 import os
 
 import torch
-import triton
 
-from hymo_mini.launching import on_inputs_device
+from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
 from hymo_mini.ops.checks import (
     check_inputs,
     check_same_layout,
@@ -228,13 +227,13 @@ def _config(name: str):
 
 def _blocks(S: int, D: int):
     """Full-width blocks (tl.dot needs 16 at least; masks cover the rest)."""
-    return max(16, triton.next_power_of_2(S)), max(16, triton.next_power_of_2(D))
+    return max(16, next_power_of_2(S)), max(16, next_power_of_2(D))
 
 
 def _split(S: int, D: int, split: int):
     BS, BD = _blocks(S, D)
     BS, BD = min(BS, max(16, split)), min(BD, max(16, split))
-    return BS, BD, triton.cdiv(S, BS), triton.cdiv(D, BD)
+    return BS, BD, cdiv(S, BS), cdiv(D, BD)
 
 
 def _precision(v, b, c, forward: bool = False) -> str:
@@ -272,9 +271,9 @@ def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision, pairs="levels", ma
     launch = dict(_config("output_fwd"))
     unroll = bool(launch.pop("unroll", False))
     if pairs == "auto":
-        marks = _new_marks(v, triton.cdiv(T, BC))
+        marks = _new_marks(v, cdiv(T, BC))
     for one in launches(pairs):
-        _output_fwd_kernel[(triton.cdiv(T, BC), B * H)](
+        _output_fwd_kernel[(cdiv(T, BC), B * H)](
             v, b, c, g, A, hs, o, hb, hs if marks is None else marks, T, H=H, S=S, D=D,
             BC=BC, BS=BS, BD=BD, BT=BT, LOG2_BT=BT.bit_length() - 1, STORE_HB=hb is not hs,
             STORE_O=store_o,
@@ -286,7 +285,7 @@ def _reach(NC: int) -> int:
     "auto" REACH, or more if a chain of hand-overs would have more than HOPS links."""
     reach = _config("reach")
     if reach == "auto":
-        return max(REACH, triton.cdiv(NC, HOPS))
+        return max(REACH, cdiv(NC, HOPS))
     if not (isinstance(reach, int) and not isinstance(reach, bool) and reach >= 1):
         raise ValueError(f"CONFIGS['reach'] must be a positive integer or 'auto', got "
                          f"{reach!r}")
@@ -301,7 +300,7 @@ def _new_marks(v, NC):
 
 def _new_block_states(v, S):
     B, T, H, D = v.shape
-    return v.new_empty(B * H, triton.cdiv(T, _config("block")), S, D, dtype=torch.float32)
+    return v.new_empty(B * H, cdiv(T, _config("block")), S, D, dtype=torch.float32)
 
 
 def _forward(v, b, c, g, A, h0, output_final_state, for_backward, precision):
@@ -309,7 +308,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward, precision):
     those states are the chunk states (the backward then rebuilds the block states)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
-    BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
+    BC, NC = _config("chunk"), cdiv(T, _config("chunk"))
     BT, block_states, how = _config("block"), _config("block_states"), _config("forward")
     _check_blocking(BC, BT, block_states, how, _config("pairs"))
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the state each chunk starts with
@@ -348,7 +347,7 @@ def _scan_states(v, b, g, A, h0, hs, ht, precision):
     each chunk's own ΔH in parallel (into hs), then the scan over them (in place)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
-    BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
+    BC, NC = _config("chunk"), cdiv(T, _config("chunk"))
     decay = v.new_empty(B * H, NC, S, dtype=torch.float32)
     BS, BD = _blocks(S, D)
     cfg = _config("chunk_delta")
@@ -356,9 +355,9 @@ def _scan_states(v, b, g, A, h0, hs, ht, precision):
         b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD,
         PRECISION=precision, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     cfg = _config("state_scan")
-    BS = min(triton.next_power_of_2(S), cfg["split"])  # no tl.dot: no minimum of 16
-    BD = min(triton.next_power_of_2(D), cfg["split"])
-    NS, ND = triton.cdiv(S, BS), triton.cdiv(D, BD)
+    BS = min(next_power_of_2(S), cfg["split"])  # no tl.dot: no minimum of 16
+    BD = min(next_power_of_2(D), cfg["split"])
+    NS, ND = cdiv(S, BS), cdiv(D, BD)
     _state_scan_kernel[(B * H * NS * ND,)](
         hs, decay, h0, ht, T, H=H, S=S, D=D, BC=BC, BS=BS, BD=BD, NS=NS, ND=ND,
         USE_H0=h0 is not None, STORE_HT=ht is not None, NUM_STAGES=cfg["num_stages"],
@@ -373,7 +372,7 @@ def _blocking() -> dict:
 def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht, precision):
     B, T, H, D = v.shape
     S = b.shape[-1]
-    BC, NC = _config("chunk"), triton.cdiv(T, _config("chunk"))
+    BC, NC = _config("chunk"), cdiv(T, _config("chunk"))
     if rebuild:  # hb holds the chunk states: the block states from them (this layer only)
         hs, hb = hb, _new_block_states(v, S)
         _block_walk(v, b, c, g, A, hs, None, hb, False, precision)  # (no pairs)

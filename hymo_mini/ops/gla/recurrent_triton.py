@@ -50,7 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.launching import on_inputs_device
+from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 
 __all__ = ["recurrent_gla_triton", "RecurrentGLAFunction", "CONFIGS", "INTERPRET"]
@@ -247,20 +247,20 @@ def _config(name: str, v: torch.Tensor) -> dict:
 
 def _chunk(v: torch.Tensor) -> int:
     """The checkpoint interval C: the configured one, or less for short sequences (even)."""
-    return max(2, min(_config("bwd", v)["chunk"], triton.next_power_of_2(v.shape[1])))
+    return max(2, min(_config("bwd", v)["chunk"], next_power_of_2(v.shape[1])))
 
 
 def _fwd(v, b, c, g32, A, h0, output_final_state, store_ckpt):
     B, T, H, D = v.shape
     S = b.shape[-1]
     cfg, C = _config("fwd", v), _chunk(v)
-    BD = min(triton.next_power_of_2(D), cfg["block"])
-    ND = triton.cdiv(D, BD)
+    BD = min(next_power_of_2(D), cfg["block"])
+    ND = cdiv(D, BD)
     o = torch.empty_like(v)  # (B, T, H, D), v's dtype
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    ckpt = v.new_empty(B * H, triton.cdiv(T, C), S, D, dtype=torch.float32) if store_ckpt else None
+    ckpt = v.new_empty(B * H, cdiv(T, C), S, D, dtype=torch.float32) if store_ckpt else None
     _fwd_kernel[(B * H * ND,)](
-        v, b, c, g32, A, h0, o, ht, ckpt, T, H=H, S=S, D=D, BS=triton.next_power_of_2(S),
+        v, b, c, g32, A, h0, o, ht, ckpt, T, H=H, S=S, D=D, BS=next_power_of_2(S),
         BD=BD, ND=ND, C=C, USE_H0=h0 is not None, STORE_HT=output_final_state,
         STORE_CKPT=store_ckpt, NUM_STAGES=cfg["num_stages"], num_warps=cfg["num_warps"])
     return o, ht, ckpt
@@ -278,7 +278,7 @@ def _bwd(v, b, c, g32, A, h0, ckpt, do, dht):
     dht = dht if dht is not None else v.new_zeros(B, H, S, D, dtype=torch.float32)
     _bwd_kernel[(B * H,)](
         v, b, c, g32, A, do, dht, ckpt, scratch, dv, db, dc, dg, dA, dh0, T, H=H, S=S, D=D,
-        BS=triton.next_power_of_2(S), BD=triton.next_power_of_2(D), C=C,
+        BS=next_power_of_2(S), BD=next_power_of_2(D), C=C,
         STORE_DH0=h0 is not None, NUM_STAGES=cfg["num_stages"],
         num_warps=cfg["num_warps"])
     return dv, db, dc, dg, dA.sum(0), dh0
