@@ -17,3 +17,21 @@ def test_without_a_gpu_it_says_so(tmp_path):
     with pytest.raises(SystemExit, match="on a CUDA GPU; this machine has none"):
         host_profile.main(["--out", str(tmp_path / "x.json")])
     assert not (tmp_path / "x.json").exists()
+
+
+def test_own_mode_times_the_packages_host_work_without_a_gpu(tmp_path):
+    """--own: each rule and dtype's own host time per forward, the kernels faked; the real
+    kernels and the interpreter setting are back in place afterwards."""
+    import json
+
+    import hymo_mini.ops.gla.chunk_triton as gct
+
+    kernel, interpret = gct._output_fwd_kernel, gct.INTERPRET
+    host_profile.main(["--own", "--calls", "5", "--out", str(tmp_path / "own.json")])
+    report = json.loads((tmp_path / "own.json").read_text())
+    assert report["shape"] == host_profile.OWN_SHAPE
+    for rule in ("gla", "delta"):
+        for dtype in ("bfloat16", "float32"):
+            row = report[f"{rule}_{dtype}_kernel"]
+            assert len(row["rounds_us"]) == 5 and row["own_us_per_call"] > 0
+    assert gct._output_fwd_kernel is kernel and gct.INTERPRET == interpret
