@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from hymo_mini.choices import one_of
+
 __all__ = ["IMPLS", "COMPILE_BACKEND", "INDUCTOR_OPTIONS", "runs_compiled", "compiled_forward"]
 
 IMPLS = ("auto", "eager", "compiled")
@@ -22,8 +24,7 @@ _COMPILED: dict = {}  # (function name, backend, options) -> the compiled functi
 
 def runs_compiled(impl: str, x: torch.Tensor, training: bool, field: str) -> bool:
     """Whether a call on ``x`` runs compiled under the switch ``field`` set to ``impl``."""
-    if impl not in IMPLS:
-        raise ValueError(f"{field} must be one of {', '.join(map(repr, IMPLS))}, got {impl!r}")
+    one_of(impl, field, IMPLS)
     if impl == "auto":
         return x.is_cuda and training and torch.is_grad_enabled()
     return impl == "compiled"

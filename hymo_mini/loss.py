@@ -42,6 +42,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from hymo_mini.choices import one_of
 from hymo_mini.ops import triton_usable
 
 __all__ = ["LOSS_IMPLS", "LOSS_BACKENDS", "linear_softcap_cross_entropy",
@@ -57,9 +58,7 @@ CHUNK_ELEMENTS = 1 << 28  # logits per chunk: 512 MiB in bf16
 def resolve_loss_impl(impl: str, device: torch.device) -> str:
     """"plain" or "chunked" for ``ModelConfig.loss_impl`` on ``device``: "auto" is chunked
     on a CUDA GPU and plain elsewhere (so CPU runs, and the book, use the reference)."""
-    if impl not in LOSS_IMPLS:
-        raise ValueError(f"loss_impl must be one of {', '.join(map(repr, LOSS_IMPLS))}, "
-                         f"got {impl!r}")
+    one_of(impl, "loss_impl", LOSS_IMPLS)
     if impl == "auto":
         return "chunked" if device.type == "cuda" else "plain"
     return impl
@@ -237,9 +236,7 @@ def linear_softcap_cross_entropy_heads(hiddens, weight: torch.Tensor, targets, s
                          f"got {len(hiddens)}, {len(targets)} and {len(lambdas)}")
     for hidden, t in zip(hiddens, targets, strict=True):
         _check(hidden, weight, t)
-    if backend not in LOSS_BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(map(repr, LOSS_BACKENDS))}, "
-                         f"got {backend!r}")
+    one_of(backend, "backend", LOSS_BACKENDS)
     if chunk_rows is not None and not (isinstance(chunk_rows, int) and chunk_rows > 0):
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     if softcap < 0:

@@ -8,11 +8,11 @@ valid values, the nearest one.
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from hymo_mini.choices import did_you_mean
 from hymo_mini.loss import LOSS_IMPLS
 from hymo_mini.ops import RULES
 
@@ -50,12 +50,6 @@ def _integers(obj: Any, *names: str) -> None:
             f"{type(obj).__name__}.{name}",
             f"must be an integer, got {value!r}",
         )
-
-
-def did_you_mean(value: Any, choices) -> str:
-    """" (did you mean 'x'?)" for the closest of ``choices`` to ``value``, or ""."""
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _one_of(value: Any, name: str, choices) -> None:

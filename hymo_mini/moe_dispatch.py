@@ -49,6 +49,7 @@ from einops import einsum, rearrange
 from torch import nn
 from torch.utils.flop_counter import flop_registry, register_flop_formula
 
+from hymo_mini.choices import one_of
 from hymo_mini.ffn import swiglu_activation
 from hymo_mini.moe_rows import combine_rows, gather_rows, resolve_rows_backend, row_maps
 
@@ -197,9 +198,7 @@ def grouped_mm_supported(device: torch.device, dtype: torch.dtype, dim: int,
 def resolve_impl(impl: str, x: torch.Tensor, experts: RoutedExperts) -> str:
     """The path for ``ModelConfig.moe_impl`` and this input: "loop", "grouped" or "padded".
     On the meta device (shapes only) it is always "padded": the loop needs values."""
-    if impl not in MOE_IMPLS:
-        raise ValueError(f"moe_impl must be one of {', '.join(map(repr, MOE_IMPLS))}, "
-                         f"got {impl!r}")
+    one_of(impl, "moe_impl", MOE_IMPLS)
     if x.is_meta:
         return "padded"
     if impl in ("loop", "padded"):

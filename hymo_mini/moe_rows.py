@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 
+from hymo_mini.choices import one_of
 from hymo_mini.ops import triton_usable
 
 __all__ = ["ROWS_BACKENDS", "RowMaps", "row_maps", "gather_rows", "combine_rows",
@@ -61,9 +62,7 @@ def row_maps(by_expert: torch.Tensor, kept: torch.Tensor) -> RowMaps:
 
 
 def resolve_rows_backend(backend: str, device: torch.device) -> str:
-    if backend not in ROWS_BACKENDS:
-        raise ValueError(f"rows backend must be one of {', '.join(map(repr, ROWS_BACKENDS))}, "
-                         f"got {backend!r}")
+    one_of(backend, "rows backend", ROWS_BACKENDS)
     if backend == "auto":
         return "triton" if device.type == "cuda" and triton_usable(device) else "torch"
     if backend == "triton" and not triton_usable(device):

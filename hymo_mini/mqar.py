@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from hymo_mini.choices import one_of
 from hymo_mini.config import ModelConfig, OptimizerConfig, load_config, replace
 
 __all__ = [
@@ -116,8 +117,7 @@ def variant_config(variant: str, vocab_size: int, max_seq_len: int, *, n_layers:
     """The hymo_mini model with ``n_layers`` layers laid out as ``variant``, no MTP (the
     MQAR loss is the query positions' cross-entropy), and enough MoE capacity that no
     token is dropped (a dropped query would be a wrong answer for reasons beside recall)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    one_of(variant, "variant", sorted(VARIANTS))
     model = load_config(base).model
     no_drop = model.n_routed_experts / model.n_activated_experts  # capacity = n tokens
     fields = dict(vocab_size=vocab_size, max_seq_len=max_seq_len, n_layers=n_layers,

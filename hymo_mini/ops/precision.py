@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import torch
 
+from hymo_mini.choices import one_of
+
 __all__ = ["dot_precision", "kernel_precision", "tf32_allowed", "HALF_PRODUCTS",
            "FP32_PRODUCTS"]
 
@@ -59,16 +61,13 @@ def kernel_precision(dtype: torch.dtype, half_products: str, *, forward: bool,
     this direction multiplies; under the interpreter "bf16x6" becomes "bf16x6_rounded"."""
     if fp32_products is not None:
         for direction in ("forward", "backward"):
-            if fp32_products.get(direction) not in FP32_PRODUCTS:
-                raise ValueError(f"CONFIGS['fp32_products'][{direction!r}] must be one of "
-                                 f"{FP32_PRODUCTS}, got {fp32_products.get(direction)!r}")
+            one_of(fp32_products.get(direction), f"CONFIGS['fp32_products'][{direction!r}]",
+                   FP32_PRODUCTS)
     if not forward or dtype not in (torch.bfloat16, torch.float16):
         grade = dot_precision(dtype)
         if grade != "tf32x3" or fp32_products is None:
             return grade
         way = fp32_products["forward" if forward else "backward"]
         return "bf16x6_rounded" if way == "bf16x6" and interpret else way
-    if half_products not in HALF_PRODUCTS:
-        raise ValueError(f"CONFIGS['half_products'] must be one of {HALF_PRODUCTS}, got "
-                         f"{half_products!r}")
+    one_of(half_products, "CONFIGS['half_products']", HALF_PRODUCTS)
     return "bf16_rounded" if half_products == "bf16" and interpret else half_products

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from hymo_mini.choices import one_of
 from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = ["KINDS", "GROUPS", "OptimizerSplitError", "ParamRow", "SplitTable",
@@ -159,8 +160,7 @@ class SplitTable(RenderedTable):
         self._params = params  # canonical name -> tensor
 
     def names(self, group: str) -> list[str]:
-        if group not in GROUPS:
-            raise ValueError(f"group must be one of {GROUPS}, got {group!r}")
+        one_of(group, "group", GROUPS)
         return [r.name for r in self.rows if r.group == group]
 
     def counts(self) -> dict[str, tuple[int, int]]:

@@ -85,6 +85,7 @@ import os
 
 import torch
 
+from hymo_mini.choices import one_of
 from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
 from hymo_mini.ops.checks import (
     check_inputs,
@@ -212,10 +213,8 @@ def _sizes(v, b, states: str):
     B, T, H, D = v.shape
     S = b.shape[-1]
     BT, inverse = _config("chunk"), _config("inverse")
-    if BT not in CHUNKS:
-        raise ValueError(f"CONFIGS['chunk'] must be one of {CHUNKS}, got {BT}")
-    if inverse not in INVERSES:
-        raise ValueError(f"CONFIGS['inverse'] must be one of {INVERSES}, got {inverse!r}")
+    one_of(BT, "CONFIGS['chunk']", CHUNKS)
+    one_of(inverse, "CONFIGS['inverse']", INVERSES)
     check_pairs(_config("pairs"), PAIRS)
     BS, BD = max(16, next_power_of_2(S)), max(16, next_power_of_2(D))
     BDs = min(BD, max(16, _config(states, _half(v))["split"]))  # columns per sequential program
@@ -259,8 +258,7 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     forward = _config("forward", half)
-    if forward not in FORWARDS:
-        raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
+    one_of(forward, "CONFIGS['forward']", FORWARDS)
     if forward == "chain":  # one launch: each stretch hands its end state on
         NB = _config("chain", half)["chunks"]
         if not (isinstance(NB, int) and NB >= 1):

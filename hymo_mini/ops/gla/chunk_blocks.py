@@ -12,6 +12,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from hymo_mini.choices import one_of
 from hymo_mini.ops.gla.chunk_states import LOG2E, _dot, _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
@@ -316,8 +317,7 @@ def _chunk_bwd_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
 
 def check_pairs(pairs, choices) -> None:
     """The "pairs" setting: one of ``choices``."""
-    if pairs not in choices:
-        raise ValueError(f"CONFIGS['pairs'] must be one of {choices}, got {pairs!r}")
+    one_of(pairs, "CONFIGS['pairs']", choices)
 
 
 def launches(pairs: str) -> tuple[str, ...]:

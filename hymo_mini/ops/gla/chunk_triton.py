@@ -107,6 +107,7 @@ import os
 
 import torch
 
+from hymo_mini.choices import one_of
 from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
 from hymo_mini.ops.checks import (
     check_inputs,
@@ -246,14 +247,10 @@ def _precision(v, b, c, forward: bool = False) -> str:
 
 
 def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: str) -> None:
-    if BT not in BLOCKS or BT > BC:
-        raise ValueError(f"CONFIGS['block'] must be one of {BLOCKS} and at most the chunk "
-                         f"({BC}), got {BT}")
-    if block_states not in BLOCK_STATES:
-        raise ValueError(f"CONFIGS['block_states'] must be one of {BLOCK_STATES}, got "
-                         f"{block_states!r}")
-    if forward not in FORWARDS:
-        raise ValueError(f"CONFIGS['forward'] must be one of {FORWARDS}, got {forward!r}")
+    one_of(BT, "CONFIGS['block']", tuple(x for x in BLOCKS if x <= BC),
+           f" (at most the chunk, {BC})")
+    one_of(block_states, "CONFIGS['block_states']", BLOCK_STATES)
+    one_of(forward, "CONFIGS['forward']", FORWARDS)
     check_pairs(pairs, PAIRS)
 
 
