@@ -16,6 +16,12 @@ at one setting of each; the best setting of each kernel is then timed together, 
 other inverse (INVERSES) at that setting. Every run's output is checked against the first
 setting's (relative RMS below 1e-3). The settings are restored afterwards.
 
+With --gla: the gla kernel's forward + backward per launch at a few changes of its CONFIGS
+(--gla-variants), in --gla-dtype; for the fp32 backward's products, for instance:
+
+    python3 benchmarks/gated_delta_profile.py --dtypes --no-sweep --gla --gla-dtype float32 \
+        --gla-variants '{}' '{"fp32_products": {"forward": "tf32x3", "backward": "tf32x3"}}'
+
 With --gla-forward: the gla kernel's forward alone in bf16, fp32 with TF32 products and fp32,
 its do_bench time against the sum of its launches' device times and a copy of its bytes.
 With --gla-forward-changes: the same at each given change of the gla kernel's CONFIGS;
@@ -101,12 +107,14 @@ GLA_VARIANTS = [  # changes to the gla kernel's CONFIGS; the first ({}) is the c
     {"chunk": 16}]  # one block per chunk: no earlier blocks to read, a 4x longer scan
 
 
-def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
-    """The gla chunk kernel (the model's default rule) in bf16, at each change of its
-    CONFIGS in ``variants`` (warps, where the block states come from): the kernel times,
-    forward and forward + backward time, peak memory, registers and spills; the settings
-    are restored."""
-    inputs, do = make_inputs(*parse_shape(shape), torch.bfloat16, device)
+def gla_report(shape, device, variants=GLA_VARIANTS, dtype_name="bfloat16") -> dict:
+    """The gla chunk kernel (the model's default rule) in ``dtype_name`` ("bfloat16",
+    "float32" with its fp32-grade products, or "float32_tf32" with PyTorch's TF32 switch on),
+    at each change of its CONFIGS in ``variants`` (warps, where the block states come from,
+    how its products multiply): the kernel times of forward + backward, forward and forward +
+    backward time, peak memory, registers and spills; the settings are restored."""
+    dtype = torch.float32 if dtype_name.startswith("float32") else torch.bfloat16
+    inputs, do = make_inputs(*parse_shape(shape), dtype, device)
     fn = with_A_log(kernel_alone("gla"))
     leaves = [t.detach().requires_grad_() for t in inputs]
 
@@ -118,6 +126,7 @@ def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
         return torch.autograd.grad(fn(*leaves), leaves[:5], do)
 
     saved, first, rows = copy.deepcopy(gtc.CONFIGS), None, []
+    torch.backends.cuda.matmul.allow_tf32 = dtype_name == "float32_tf32"
     try:
         for change in variants:
             gtc.CONFIGS.clear()
@@ -142,7 +151,9 @@ def gla_report(shape, device, variants=GLA_VARIANTS) -> dict:
     finally:
         gtc.CONFIGS.clear()
         gtc.CONFIGS.update(saved)
-    return {"variants": rows, "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
+        torch.backends.cuda.matmul.allow_tf32 = False
+    return {"dtype": dtype_name, "variants": rows,
+            "compiled": compiled_info((gla_blocks, gla_states), GLA_KERNELS)}
 
 
 def graph_ms(fn, device) -> float:
@@ -373,7 +384,15 @@ def main(argv=None):
     parser.add_argument("--states", nargs="*", default=["32,2,1", "16,1,3", "16,2,3", "8,1,3"],
                         help="split,warps,stages of the sequential passes, paired with --warps")
     parser.add_argument("--gla", action="store_true",
-                        help="also the gla kernel, bf16, at a few settings (GLA_VARIANTS)")
+                        help="also the gla kernel's forward + backward at a few settings "
+                             "(--gla-variants, GLA_VARIANTS by default)")
+    parser.add_argument("--gla-dtype", default="bfloat16",
+                        choices=["bfloat16", "float32", "float32_tf32"],
+                        help="the dtype of --gla (float32: its fp32-grade products)")
+    parser.add_argument("--gla-variants", nargs="*", default=None, metavar="JSON",
+                        help="--gla's changes to the gla kernel's CONFIGS, each a JSON object, "
+                             "the first the baseline (e.g. '{}' and '{\"fp32_products\": "
+                             "{\"forward\": \"tf32x3\", \"backward\": \"tf32x3\"}}')")
     parser.add_argument("--gla-forward", action="store_true",
                         help="the gla kernel's forward alone: do_bench against its launches' "
                              "device time, per dtype (forward_report)")
@@ -421,7 +440,9 @@ def main(argv=None):
     report["compiled"] = compiled_info()
     save()
     if args.gla:
-        report["gla"] = gla_report(args.shape, device)
+        variants = ([json.loads(v) for v in args.gla_variants] if args.gla_variants
+                    else GLA_VARIANTS)
+        report["gla"] = gla_report(args.shape, device, variants, args.gla_dtype)
         timed = [r for r in report["gla"]["variants"]
                  if "fwdbwd_ms" in r and r["rel_vs_first"] < 1e-2]
         if timed and args.gla_best_out:

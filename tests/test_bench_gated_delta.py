@@ -90,3 +90,28 @@ def test_a_grouped_shape_records_the_walk_comparison(tmp_path, monkeypatch):
     found = entry["groups_vs_walk"]
     assert found["groups"] == 3 and max(v for k, v in found.items()
                                         if k not in ("groups", "chunks_per_group")) < 1e-5
+
+
+def test_the_gla_profile_takes_a_dtype_and_restores_its_settings(monkeypatch):
+    """gated_delta_profile.gla_report (a GPU tool; here its timers stubbed, the kernels in
+    the interpreter): each variant of the gla kernel's CONFIGS runs forward + backward in
+    the dtype asked for, its gradients compared with the first variant's, and the settings
+    and PyTorch's TF32 switch are restored afterwards."""
+    import copy
+
+    import hymo_mini.ops.gla.chunk_triton as gtc
+    from benchmarks import gated_delta_profile as gp
+
+    monkeypatch.setattr(gp, "kernel_us", lambda fn, names: (fn(), {})[1])
+    monkeypatch.setattr(gp, "time_ms", lambda fn, device: (fn(), 0.0)[1])
+    monkeypatch.setattr(gp, "compiled_info", lambda *args, **kwargs: {})
+    for name in ("reset_peak_memory_stats", "memory_allocated", "max_memory_allocated"):
+        monkeypatch.setattr(torch.cuda, name, lambda device: 0)
+    before = copy.deepcopy(gtc.CONFIGS)
+    variants = [{}, {"fp32_products": {"forward": "tf32x3", "backward": "tf32x3"}}]
+    for dtype in ("float32", "float32_tf32"):
+        report = gp.gla_report("B1_T40_H2", torch.device("cpu"), variants, dtype)
+        assert report["dtype"] == dtype and len(report["variants"]) == 2
+        for row in report["variants"]:
+            assert "error" not in row and row["rel_vs_first"] < 1e-5
+        assert gtc.CONFIGS == before and not torch.backends.cuda.matmul.allow_tf32
