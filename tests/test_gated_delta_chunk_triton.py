@@ -406,3 +406,58 @@ def test_fp32_products_setting_checked(monkeypatch):
     with pytest.raises(ValueError,
                        match=r"CONFIGS\['fp32_products'\]\['forward'\] must be one of"):
         chunk_gated_delta_triton(*leaves)
+
+
+def test_walk_products_setting_checked(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), walk_products="iee"))
+    leaves = [t.detach() for t in make_leaves(1, 5, 1, 16, 16, torch.float32)]
+    with pytest.raises(ValueError, match=r"CONFIGS\['walk_products'\] must be one of 'ieee', "
+                                         r"'same', got 'iee' \(did you mean 'ieee'\?\)"):
+        chunk_gated_delta_triton(*leaves)
+
+
+@pytest.mark.parametrize("precision, walk", [("tf32x3", "ieee"), ("bf16x6", "ieee"),
+                                             ("bf16x6_rounded", "ieee"), ("tf32", "tf32"),
+                                             ("bf16", "bf16")])
+def test_the_walk_multiplies_in_ieee_where_the_forward_is_fp32_grade(monkeypatch, precision,
+                                                                      walk):
+    """CONFIGS["walk_products"] = "ieee" replaces the forward's fp32-grade products in the
+    walk alone (the GPU's default: faster there); TF32 (the opt-in) and 16-bit products stay,
+    and "same" keeps the forward's everywhere."""
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), walk_products="ieee"))
+    assert gdt._walk_precision(precision) == walk
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), walk_products="same"))
+    assert gdt._walk_precision(precision) == precision
+    assert gdt.CONFIGS["walk_products"] == "ieee"
+
+
+def test_only_the_walk_takes_the_walks_products(monkeypatch):
+    """With the GPU's settings and the kernels faked, an fp32 forward launches the walk
+    (_state_fwd_kernel) with IEEE products and every other kernel with the forward's,
+    through the one walk and through the groups."""
+    seen = {}
+
+    class Launch:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                seen.setdefault(self.name, set()).add(kwargs.get("PRECISION"))
+            return launch
+
+    for name in dir(gdt):
+        if name.startswith("_") and name.endswith("_kernel"):
+            monkeypatch.setattr(gdt, name, Launch(name))
+    monkeypatch.setattr(gdt, "INTERPRET", False)
+    v, b, c = torch.randn(1, 64, 1, 8), torch.randn(1, 64, 1, 8), torch.randn(1, 64, 1, 8)
+    g, A, beta = torch.rand(1, 64, 1), -torch.rand(1, 8), torch.rand(1, 64, 1)
+    for group in (dict(chunks=64, below=0), dict(chunks=2, below=1 << 30)):
+        seen.clear()
+        monkeypatch.setitem(gdt.CONFIGS, "group", group)
+        with torch.no_grad():
+            gdt.ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, None, False)
+        assert seen.pop("_state_fwd_kernel") == {"ieee"}
+        assert all(p == {"tf32x3"} for name, p in seen.items() if name != "_group_scan_fwd_kernel"
+                   and None not in p), seen
+        assert ("_group_fwd_kernel" in seen) == (group["chunks"] == 2)

@@ -69,14 +69,13 @@ each); the backward adds dU and the chunk-end gradients. Padding steps of a ragg
 are masked loads (g = β = 0, b = c = 0).
 
 Precision (``hymo_mini.ops.precision.kernel_precision``): fp32 inputs get fp32-grade
-products ("tf32x3" in the forward; on a GPU "bf16x6" in the backward,
-CONFIGS["fp32_products"]), plain TF32 only when PyTorch's own fp32 matmuls may use it; bf16
-and fp16
-inputs use TF32, except that on a GPU their forward multiplies bf16 roundings of its blocks
-(CONFIGS["half_products"], ``hymo_mini.ops.gla.chunk_states._dot``). Everything accumulates
-in fp32; fp64 inputs are computed in fp32. o and
-the gradients come back in their inputs' dtypes, the final state in fp32 (fp64 for fp64
-inputs).
+products ("tf32x3" in the forward, its walk over the chunks in IEEE fp32; on a GPU "bf16x6"
+in the backward; CONFIGS["fp32_products"], CONFIGS["walk_products"]), plain TF32 only when
+PyTorch's own fp32 matmuls may use it; bf16 and fp16 inputs use TF32, except that on a GPU
+their forward multiplies bf16 roundings of its blocks (CONFIGS["half_products"],
+``hymo_mini.ops.gla.chunk_states._dot``). Everything accumulates in fp32; fp64 inputs are
+computed in fp32. o and the gradients come back in their inputs' dtypes, the final state in
+fp32 (fp64 for fp64 inputs).
 """
 
 from __future__ import annotations
@@ -127,6 +126,11 @@ FORWARDS = ("passes", "chain")
 # (hymo_mini.ops.gla.chunk_blocks._pairs, _claims). In one launch, a sequence's stretches
 # take the product up to the first that does not fit, the levels from there on.
 PAIRS = ("levels", "auto")
+# how the forward's walk over the chunks (_state_fwd_kernel) multiplies where the forward's
+# products are fp32-grade: "ieee", fp32 products without tensor cores (as exact), or "same",
+# the forward's own ("tf32x3" or "bf16x6"). Only the walk: the group kernels and the
+# in-chunk kernels were slower in IEEE.
+WALK_PRODUCTS = ("ieee", "same")
 # Launch settings per kernel. "split": value columns per sequential program of the
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
 # benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
@@ -159,7 +163,13 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # from "tf32x3"'s; the forward stays "tf32x3" (bf16x6 2.7% slower there)
            # (book/results/delta_fp32_products_{b4t4096,b1t16384}_h200_2026-12-04.json,
            # fp32_products_forward_h200_2026-12-04.json)
-           "fp32_products": dict(forward="tf32x3", backward="bf16x6")}
+           "fp32_products": dict(forward="tf32x3", backward="bf16x6"),
+           # the walk's fp32-grade products (WALK_PRODUCTS): on an H200 the walk took 370
+           # against 408 µs in IEEE at B4 T4096 H40, 257 against 282 at B1 T16384, each the
+           # walk's own device time in one run, the rest of the forward in "tf32x3"
+           # (book/results/fp32_products_forward_h200_2026-12-04.json); the IEEE products
+           # of the wy_fwd, output and group kernels were slower there
+           "walk_products": "ieee"}
 # Settings that replace CONFIGS' for bf16 and fp16 inputs (one TF32 product per dot, 16-bit
 # loads), from a bf16 sweep on the H200
 # (book/results/gated_delta_profile_bf16_h200_2026-12-02.json); fp32's three-pass products
@@ -179,6 +189,7 @@ CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_st
 INTERPRET_CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "levels",
                      "redo": False, "half_products": "tf32",
                      "fp32_products": dict(forward="tf32x3", backward="tf32x3"),
+                     "walk_products": "ieee",  # plain fp32 there, as every product
                      "chain": dict(chunks=2, num_warps=1, num_stages=1),
                      **{k: dict(num_warps=1, num_stages=1)
                         for k in ("wy_fwd", "output", "du_local", "chunk_bwd")},
@@ -241,6 +252,15 @@ def _groups(programs: int, NC: int) -> tuple[int, int]:
     return cdiv(NC, G), G
 
 
+def _walk_precision(precision: str) -> str:
+    """What the forward's walk multiplies: "ieee" in place of the forward's fp32-grade
+    products if CONFIGS["walk_products"] says so, else the forward's own."""
+    way = _config("walk_products")
+    one_of(way, "CONFIGS['walk_products']", WALK_PRODUCTS)
+    fp32_grade = precision in ("tf32x3", "bf16x6", "bf16x6_rounded")
+    return "ieee" if way == "ieee" and fp32_grade else precision
+
+
 def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
     """o, the final state (or None), and what the backward reads: the chunk-start states,
     U, W, Mk and (I + M)⁻¹. Without ``keep`` (no backward will run) Mk and (I + M)⁻¹ are
@@ -283,12 +303,13 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                     INVERSE=_config("inverse"), PAIRS=one, KEEP=keep,
                                     **_launch("wy_fwd", half))
     NG, G = _groups(B * H * ND, NC)
-    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_fwd", half))
+    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=_walk_precision(precision),
+                **_launch("state_fwd", half))
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
         NMS = cdiv(S, BDs)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
         _group_fwd_kernel[(B * H * NG * (NMS + ND),)](b, g, A, w, u, tg, T, NG, G, NMS=NMS,
-                                                       **walk)
+                                                       **{**walk, "PRECISION": precision})
         hg = v.new_empty(B * H, NG, S, D, dtype=torch.float32)  # each group's start state
         _group_scan_fwd_kernel[(B * H * ND,)](tg, h0, hg, ht, NG, S=S, D=D, BS=sizes["BS"],
                                               BD=BDs, ND=ND, USE_H0=h0 is not None,
