@@ -1,12 +1,13 @@
 """Exercises of chapter 09 (a GPU primer): the floor of an operation from its bytes and
-FLOPs, TF32 rounding of a float32, and the backward of a decay for an autograd.Function."""
+FLOPs, TF32 rounding of a float32, a float32 as three bf16 pieces, and the backward of a
+decay for an autograd.Function."""
 
 from __future__ import annotations
 
 import torch
 
 from hymo_book.exercises import Case, Exercise, compare_tensors
-from hymo_book.kernel_primer import floors, tf32_round
+from hymo_book.kernel_primer import bf16_pieces, floors, tf32_round
 
 
 # ---- the floor of an operation ---------------------------------------------------------
@@ -75,6 +76,38 @@ def _ties_away(x):
     return ((x.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
 
 
+# ---- three bf16 pieces -------------------------------------------------------------------
+def _pieces_cases():
+    gen = torch.Generator().manual_seed(12)
+    return [
+        Case("random normal values", (torch.randn(64, generator=gen),)),
+        Case("values spread over magnitudes", (torch.randn(32, generator=gen)
+                                               * 10 ** torch.randint(-25, 25, (32,),
+                                                                     generator=gen).float(),)),
+        Case("already bf16: two zero pieces", (torch.tensor([1.0, -2.5, 0.0, 2.0**60, 0.75]),)),
+        Case("all 24 bits set", (_from_bits(0x3FFFFFFF, 0xBFFFFFFF, 0x3F800001),)),
+        Case("a tie, kept bit even: rounds down", (_from_bits(0x3F808000, 0xBF848000),)),
+        Case("a tie, kept bit odd: rounds up", (_from_bits(0x3F818000, 0xBF858000),)),
+        Case("zeros", (torch.tensor([0.0, -0.0]),)),
+        Case("a (4, 8) matrix", (torch.randn(4, 8, generator=gen),)),
+    ]
+
+
+def _truncated_pieces(x):
+    """Each piece by cutting the low 16 bits instead of rounding."""
+    pieces, rest = [], x
+    for _ in range(3):
+        piece = (rest.view(torch.int32) & ~0xFFFF).view(torch.float32)
+        pieces.append(piece)
+        rest = rest - piece
+    return pieces
+
+
+def _pieces_of_x(x):
+    """Every piece rounded from x itself, not from what the pieces before it left."""
+    return [x.to(torch.bfloat16).float() for _ in range(3)]
+
+
 # ---- the backward of a decay -----------------------------------------------------------
 def _decay_backward_oracle(g, a, h, dy):
     """Autograd through y = exp(g a) ⊙ h, in float64."""
@@ -140,6 +173,13 @@ EXERCISES = [
         compare=_exact,
         wrong=[(_truncate, "case random normal values: output differs"),
                (_ties_away, "case a tie, kept bit even: rounds down: output differs")],
+    ),
+    Exercise(
+        name="bf16_pieces", chapter="09_gpu_primer", cases=_pieces_cases,
+        oracle=bf16_pieces, compare=_exact,
+        wrong=[(_truncated_pieces, "case random normal values: output 0 differs"),
+               (_pieces_of_x, "case random normal values: output 1 differs"),
+               (lambda x: bf16_pieces(x, 2), "expected 3 results, got 2")],
     ),
     Exercise(
         name="decay_backward", chapter="09_gpu_primer", cases=_decay_cases,
