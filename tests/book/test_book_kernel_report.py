@@ -127,7 +127,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 34 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 35 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
     auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
@@ -205,6 +205,16 @@ def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
     for rule in kr.STANDING:
         row = summary[f"{rule}: forward / a copy of its bytes, final tree"]
         assert row["worst"] == max(r["fwd_vs_copy"] for r in now.rows if r["rule"] == rule)
+    # the issue's own floor, a clone of the bytes (each read and written): about twice the
+    # bytes moved once, so each ratio about half the one above
+    issue = summary["delta: forward / the issue's copy floor (its bytes read and written), "
+                    "final tree"]
+    clones = [e["targets"]["chunk_triton"]["fwd_over_clone_floor"] for e in delta.values()]
+    assert issue["worst"] == max(clones) and issue["met"] == (max(clones) <= 4.0)
+    for e in delta.values():
+        ratio = e["targets"]["chunk_triton"]["fwd_over_floor"] / e["targets"]["chunk_triton"][
+            "fwd_over_clone_floor"]
+        assert 1.8 < ratio < 2.2
 
 
 @pytest.mark.parametrize("run", [kr.GLA_TF32_RUN, kr.GLA_BF16X6_RUN])
@@ -237,7 +247,7 @@ def test_the_later_fp32_run_ends_the_summary():
         assert row["worst"] == max(r[key]["fwdbwd_ratio"] for r in both.rows)
         assert row["met"] == all(r[key]["met"] for r in both.rows)
     final = [r["target"].endswith("final tree") for r in summary.rows]
-    assert final == sorted(final) and sum(final) == 10
+    assert final == sorted(final) and sum(final) == 11
     assert kr.GLA_BF16X6_RUN in summary.caption
 
 
