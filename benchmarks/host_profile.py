@@ -21,7 +21,8 @@ within one run.
     python3 benchmarks/host_profile.py --own --out benchmarks/host_own_cpu.json
 
 ``--own`` needs no GPU: the package's own share of that host time, each rule's kernel alone
-(its autograd Function) on small CPU tensors (``OWN_SHAPE``) with the GPU's settings and
+(its autograd Function) and the dispatcher as the mixer calls it ("mixer", its device check
+skipped), on small CPU tensors (``OWN_SHAPE``) with the GPU's settings and
 every Triton kernel of the chunked forwards replaced by a launch that does nothing, so that
 what is timed is the package's Python, allocations and launch arithmetic
 (``own_us_per_call``, the median of five rounds of ``calls``), not Triton's launcher or the
@@ -136,6 +137,7 @@ def own_calls(calls: int = 2000, rounds: int = 5) -> dict:
     """The package's own host microseconds per forward (see the module): for each rule and
     dtype, the median over ``rounds`` of ``calls`` calls, the kernels faked, the GPU's
     settings in force."""
+    import hymo_mini.ops as ops
     import hymo_mini.ops.gated_delta.chunk_triton as dct
     import hymo_mini.ops.gla.chunk_chain as gcc
     import hymo_mini.ops.gla.chunk_triton as gct
@@ -146,6 +148,9 @@ def own_calls(calls: int = 2000, rounds: int = 5) -> dict:
             if name.startswith("_") and name.endswith("_kernel"):
                 saved[(module, name)] = getattr(module, name)
                 setattr(module, name, _NoLaunch())
+    for module in (ops, gct, dct):  # the dispatcher would refuse CPU tensors
+        saved[(module, "check_triton_device")] = module.check_triton_device
+        module.check_triton_device = lambda *args, **kwargs: None
     interpret = gct.INTERPRET, dct.INTERPRET
     gct.INTERPRET = dct.INTERPRET = False  # the GPU's settings
     out = {}
@@ -155,19 +160,21 @@ def own_calls(calls: int = 2000, rounds: int = 5) -> dict:
                 inputs, _ = make_inputs(*parse_shape(OWN_SHAPE), dtype, torch.device("cpu"))
                 v, b, c, g, A_log, beta = inputs
                 A = -torch.exp(A_log)
-                fn = kernel_alone(rule)
-                times = []
-                with torch.no_grad():
-                    for _ in range(50):
-                        fn(v, b, c, g, A, beta)
-                    for _ in range(rounds):
-                        start = time.perf_counter()
-                        for _ in range(calls):
+                for how, fn in (("kernel", kernel_alone(rule)),
+                                ("mixer", dispatched(rule, "chunk_triton", False))):
+                    times = []
+                    with torch.no_grad():
+                        for _ in range(50):
                             fn(v, b, c, g, A, beta)
-                        times.append((time.perf_counter() - start) / calls * 1e6)
-                key = f"{rule}_{str(dtype).removeprefix('torch.')}_kernel"
-                out[key] = {"own_us_per_call": sorted(times)[rounds // 2], "rounds_us": times}
-                print(key, out[key], flush=True)
+                        for _ in range(rounds):
+                            start = time.perf_counter()
+                            for _ in range(calls):
+                                fn(v, b, c, g, A, beta)
+                            times.append((time.perf_counter() - start) / calls * 1e6)
+                    key = f"{rule}_{str(dtype).removeprefix('torch.')}_{how}"
+                    out[key] = {"own_us_per_call": sorted(times)[rounds // 2],
+                                "rounds_us": times}
+                    print(key, out[key], flush=True)
     finally:
         for (module, name), kernel in saved.items():
             setattr(module, name, kernel)

@@ -32,6 +32,12 @@ def test_own_mode_times_the_packages_host_work_without_a_gpu(tmp_path):
     assert report["shape"] == host_profile.OWN_SHAPE
     for rule in ("gla", "delta"):
         for dtype in ("bfloat16", "float32"):
-            row = report[f"{rule}_{dtype}_kernel"]
-            assert len(row["rounds_us"]) == 5 and row["own_us_per_call"] > 0
+            for how in ("kernel", "mixer"):
+                row = report[f"{rule}_{dtype}_{how}"]
+                assert len(row["rounds_us"]) == 5 and row["own_us_per_call"] > 0
     assert gct._output_fwd_kernel is kernel and gct.INTERPRET == interpret
+    import hymo_mini.ops as ops
+    from hymo_mini.ops.checks import check_triton_device
+
+    assert ops.check_triton_device is check_triton_device
+    assert gct.check_triton_device is check_triton_device

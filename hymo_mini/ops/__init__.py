@@ -27,6 +27,7 @@ import os
 
 import torch
 
+from hymo_mini.choices import did_you_mean
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.gated_delta.chunk import chunk_gated_delta_torch
 from hymo_mini.ops.gated_delta.naive import naive_gated_delta
@@ -91,7 +92,8 @@ def _resolve(rule: str, backend: str, v) -> str:
         return auto_backend(rule, v)
     if backend not in RULES[rule]:
         raise ValueError(f"backend={backend!r}: the {rule!r} rule has the backends "
-                         f"{', '.join(map(repr, ('auto',) + RULES[rule]))}")
+                         f"{', '.join(map(repr, ('auto',) + RULES[rule]))}"
+                         f"{did_you_mean(backend, ('auto',) + RULES[rule])}")
     if backend in TRITON_BACKENDS:
         if not _triton_installed():
             raise RuntimeError(f"backend={backend!r} needs Triton, which is not installed; "
