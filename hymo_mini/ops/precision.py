@@ -25,7 +25,7 @@ import torch
 from hymo_mini.choices import one_of
 
 __all__ = ["dot_precision", "kernel_precision", "tf32_allowed", "HALF_PRODUCTS",
-           "FP32_PRODUCTS"]
+           "FP32_PRODUCTS", "FP32_GRADE"]
 
 # what the forward of bf16 / fp16 inputs multiplies (each kernel's CONFIGS["half_products"]):
 # "tf32", its fp32 blocks as TF32 (10-bit mantissa); "bf16", the blocks rounded to bf16
@@ -34,6 +34,9 @@ HALF_PRODUCTS = ("tf32", "bf16")
 # how an fp32-grade product multiplies (each kernel's CONFIGS["fp32_products"], per
 # direction): "tf32x3", three TF32 products; "bf16x6", six products of bf16 pieces.
 FP32_PRODUCTS = ("tf32x3", "bf16x6")
+# every product ``kernel_precision`` may return for an fp32-grade direction (the
+# interpreter's "bf16x6" arrives as "bf16x6_rounded")
+FP32_GRADE = (*FP32_PRODUCTS, "bf16x6_rounded")
 
 
 def tf32_allowed() -> bool:

@@ -107,7 +107,7 @@ from hymo_mini.ops.gated_delta.chunk_kernels import (
 )
 from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd_kernel
 from hymo_mini.ops.gla.chunk_blocks import check_pairs, launches
-from hymo_mini.ops.precision import kernel_precision
+from hymo_mini.ops.precision import FP32_GRADE, kernel_precision
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CONFIGS_16BIT",
            "CHUNKS", "INVERSES", "FORWARDS", "PAIRS", "INTERPRET"]
@@ -257,8 +257,7 @@ def _walk_precision(precision: str) -> str:
     products if CONFIGS["walk_products"] says so, else the forward's own."""
     way = _config("walk_products")
     one_of(way, "CONFIGS['walk_products']", WALK_PRODUCTS)
-    fp32_grade = precision in ("tf32x3", "bf16x6", "bf16x6_rounded")
-    return "ieee" if way == "ieee" and fp32_grade else precision
+    return "ieee" if way == "ieee" and precision in FP32_GRADE else precision
 
 
 def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):

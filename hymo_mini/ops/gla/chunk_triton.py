@@ -247,8 +247,9 @@ def _precision(v, b, c, forward: bool = False) -> str:
 
 
 def _check_blocking(BC: int, BT: int, block_states: str, forward: str, pairs: str) -> None:
-    one_of(BT, "CONFIGS['block']", tuple(x for x in BLOCKS if x <= BC),
-           f" (at most the chunk, {BC})")
+    if BT not in BLOCKS or BT > BC:
+        one_of(BT, "CONFIGS['block']", tuple(x for x in BLOCKS if x <= BC),
+               f" (at most the chunk, {BC})")
     one_of(block_states, "CONFIGS['block_states']", BLOCK_STATES)
     one_of(forward, "CONFIGS['forward']", FORWARDS)
     check_pairs(pairs, PAIRS)
