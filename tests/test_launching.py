@@ -61,6 +61,18 @@ def _run_gdn(rule, backend, inputs):
     return [o, *torch.autograd.grad(o.sum(), inputs)]
 
 
+def _run_gdn_forward(rule, inputs):
+    """The forward alone under torch.no_grad: the dispatcher skips the autograd Function."""
+    from hymo_mini import ops
+
+    with torch.no_grad():
+        if rule == "gla":
+            return list(ops.gated_linear_attention(*inputs, backend="chunk_triton",
+                                                   output_final_state=True))
+        return list(ops.gated_delta_rule(*inputs, backend="chunk_triton",
+                                         output_final_state=True))
+
+
 def _run_rows(inputs):
     x, y, w = inputs
     by_expert, kept, _ = (t.to(x.device) for t in routing_like(3, 2, 4, 0.0))
@@ -84,14 +96,17 @@ CASES = {  # name -> (run, inputs): every Function and function that launches a 
                       lambda: _gdn_inputs("gla")),
     "delta chunk": (lambda i: _run_gdn("delta", "chunk_triton", i),
                     lambda: _gdn_inputs("delta")),
+    "gla chunk, no grad": (lambda i: _run_gdn_forward("gla", i), lambda: _gdn_inputs("gla")),
+    "delta chunk, no grad": (lambda i: _run_gdn_forward("delta", i),
+                             lambda: _gdn_inputs("delta")),
     "moe rows": (_run_rows, lambda: [torch.randn(3, 8, device=DEVICE).requires_grad_(),
                                      torch.randn(6, 8, device=DEVICE).requires_grad_(),
                                      torch.rand(3, 2, device=DEVICE).requires_grad_()]),
     "softcap loss": (_run_loss, lambda: [torch.randn(3, 5, device=DEVICE)]),
 }
 # the launching functions each case passes through, forward and backward
-GUARDED = {"gla chunk": 2, "gla recurrent": 2, "delta chunk": 2, "moe rows": 4,
-           "softcap loss": 1}
+GUARDED = {"gla chunk": 2, "gla recurrent": 2, "delta chunk": 2, "gla chunk, no grad": 1,
+           "delta chunk, no grad": 1, "moe rows": 4, "softcap loss": 1}
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -326,6 +326,28 @@ def test_pairs_setting_checked(monkeypatch):
 
 
 
+@pytest.mark.triton
+@pytest.mark.parametrize("forward", gtc.FORWARDS)
+def test_forward_without_autograd(monkeypatch, forward):
+    """Where no backward can follow (torch.no_grad, or no input needing a gradient) the
+    dispatcher runs the forward without the autograd Function: the same o and final state,
+    bit for bit, as the Function's, and the Function not applied."""
+    monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), forward=forward))
+    v, b, c, g, A_log, h0 = make_leaves(1, 45, 2, 12, 20, torch.float32, with_h0=True)
+    A = -torch.exp(A_log)
+    kept = gtc.ChunkGLAFunction.apply(v, b, c, g, A, h0, True)
+
+    def refuse(*args):
+        raise AssertionError("the autograd Function was applied")
+    monkeypatch.setattr(gtc.ChunkGLAFunction, "apply", refuse)
+    with torch.no_grad():
+        lean = chunk_gla_triton(v, b, c, g, A, h0, True)
+    detached = chunk_gla_triton(*(t.detach() for t in (v, b, c, g, A, h0)), True)
+    for out in (lean, detached):
+        assert all(torch.equal(x, y) for x, y in zip(kept, out, strict=True))
+        assert out[0].grad_fn is None
+
+
 def test_backward_after_a_forward_that_kept_nothing_says_why():
     v, b, c, g, A_log, _ = make_leaves(1, 4, 1, 3, 3, torch.float32)
     o, _ = gtc.ChunkGLAFunction.apply(v, b, c, g, -torch.exp(A_log), None, False, False)

@@ -6,6 +6,7 @@ forms); the start state (every plain path) and the device check of the Triton ke
 import pytest
 import torch
 
+from hymo_mini.ops import checks
 from hymo_mini.ops.checks import check_triton_device, compute_dtype, start_state
 from hymo_mini.ops.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
 
@@ -65,3 +66,50 @@ def test_triton_device_check_names_the_switch_and_the_way_out():
     for part in ("TRITON_INTERPRET=1 before hymo_mini.ops.gla.chunk_triton is imported",
                  "or use gated_linear_attention(..., backend='chunk_torch')"):
         assert part in message
+
+
+def _valid_inputs(B=2, T=5, H=3, S=6, D=4):
+    v, b, c = torch.zeros(B, T, H, D), torch.zeros(B, T, H, S), torch.zeros(B, T, H, S)
+    g, A, beta = torch.zeros(B, T, H), -torch.ones(H, S), torch.zeros(B, T, H)
+    return dict(v=v, b=b, c=c, g=g, A=A, initial_state=torch.zeros(B, H, S, D), beta=beta)
+
+
+def _full_checks(inputs):
+    """The detailed checks alone (what check_inputs runs when the quick one says no)."""
+    tensors = {k: t for k, t in inputs.items() if t is not None}
+    checks._check_tensors(tensors)
+    checks._check_shapes(tensors)
+
+
+@pytest.mark.parametrize("optional", ["both", "no beta", "no initial_state"])
+def test_quick_input_check_accepts_only_what_the_full_checks_accept(optional):
+    """check_inputs first asks a cheaper question (``_plainly_valid``), and runs the
+    detailed checks, which name what is wrong, only where it says no. So it must never say
+    yes to inputs the detailed checks refuse: every single change below (a shape, a rank,
+    a dtype, a device, a type) is either accepted by both or refused by the quick one."""
+    base = _valid_inputs()
+    if optional == "no beta":
+        base["beta"] = None
+    if optional == "no initial_state":
+        base["initial_state"] = None
+    assert checks._plainly_valid(**base)
+    changes = []
+    for name, t in base.items():
+        if t is None:
+            continue
+        changes += [(name, t[..., :-1]), (name, t.unsqueeze(0)), (name, t.sum()),
+                    (name, t.to(torch.int64)), (name, t.to("meta")), (name, t.tolist()),
+                    (name, torch.nn.Parameter(t.clone())), (name, t.double()),
+                    (name, t.bfloat16())]
+    for name, bad in changes:
+        inputs = dict(base, **{name: bad})
+        try:
+            _full_checks(inputs)
+            valid = True
+        except (TypeError, ValueError):
+            valid = False
+        quick = checks._plainly_valid(**inputs)
+        assert valid or not quick, (name, type(bad), getattr(bad, "shape", None))
+        if not valid:  # and check_inputs names it
+            with pytest.raises((TypeError, ValueError), match=name):
+                checks.check_inputs(**inputs, check_values=False)

@@ -23,6 +23,7 @@ first use, so ``TRITON_INTERPRET=1`` may be set after ``import hymo_mini``.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -46,6 +47,7 @@ RULES = {
 TRITON_BACKENDS = ("recurrent_triton", "chunk_triton")
 
 
+@functools.cache
 def _triton_installed() -> bool:
     try:
         import triton  # noqa: F401
@@ -98,8 +100,9 @@ def _resolve(rule: str, backend: str, v) -> str:
         if not _triton_installed():
             raise RuntimeError(f"backend={backend!r} needs Triton, which is not installed; "
                                "use backend='auto' or 'chunk_torch'")
-        check_triton_device(v, _interpreting(), f"backend={backend!r}", "the first kernel",
-                            "backend='auto' or 'chunk_torch'")
+        if v.device.type != "cuda":  # (reading the environment costs a microsecond)
+            check_triton_device(v, _interpreting(), f"backend={backend!r}", "the first kernel",
+                                "backend='auto' or 'chunk_torch'")
     return backend
 
 

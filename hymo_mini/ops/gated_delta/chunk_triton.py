@@ -91,6 +91,7 @@ from hymo_mini.ops.checks import (
     check_same_layout,
     check_triton_device,
     empty_sequence,
+    needs_graph,
 )
 from hymo_mini.ops.gated_delta.chunk_chain import _chain_fwd_kernel
 from hymo_mini.ops.gated_delta.chunk_groups import (
@@ -210,8 +211,11 @@ def _config(name: str, half: bool = False):
 def _launch(name: str, half: bool = False) -> dict:
     """num_warps, num_stages and, if set, maxnreg (a cap on the registers per thread that
     lets more programs share an SM) of one kernel."""
-    return {k: v for k, v in _config(name, half).items()
-            if k in ("num_warps", "num_stages", "maxnreg")}
+    cfg = _config(name, half)
+    return {k: cfg[k] for k in _LAUNCH_OPTIONS if k in cfg}
+
+
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg")
 
 
 def _half(v) -> bool:
@@ -272,8 +276,10 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
     w = v.new_empty(B, T, H, S, dtype=torch.float32)
     BT = sizes["BT"]
     pairs = _config("pairs")
-    mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) if keep
-              else v.new_empty(1, dtype=torch.float32) for _ in range(2))
+    if keep:
+        mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
+    else:  # placeholders the kernels do not touch
+        mk = ti = v.new_empty(1, dtype=torch.float32)
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     forward = _config("forward", half)
@@ -364,6 +370,30 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
     return dv, db, dc, dg, dA.view(B, H, NC, S).sum(dim=(0, 2)), dbeta, dh0
 
 
+def _precision(v, b, c, forward: bool) -> str:
+    """The products' grade in one direction: fp32-grade if any of the multiplied inputs
+    carries fp32 or more; the forward of 16-bit inputs as CONFIGS["half_products"] says, the
+    backward in TF32."""
+    dtype = torch.promote_types(torch.promote_types(v.dtype, b.dtype), c.dtype)
+    return kernel_precision(dtype, _config("half_products"), forward=forward,
+                            interpret=INTERPRET, fp32_products=_config("fp32_products"))
+
+
+def _final_state(ht, v):
+    return ht.double() if ht is not None and v.dtype == torch.float64 else ht
+
+
+@on_inputs_device
+def _forward_alone(v, b, c, g, A, beta, initial_state, output_final_state):
+    """What ``ChunkGatedDeltaFunction`` returns when no backward can follow, without an
+    autograd Function around it (its bookkeeping costs host time and buys nothing here)."""
+    v, b, c, g, A, beta = (t.contiguous() for t in (v, b, c, g, A, beta))
+    h0 = initial_state.contiguous().float() if initial_state is not None else None
+    o, ht, *_ = _forward(v, b, c, g, A, beta, h0, output_final_state,
+                         _precision(v, b, c, forward=True), keep=False)
+    return o, _final_state(ht, v)
+
+
 class ChunkGatedDeltaFunction(torch.autograd.Function):
     """(v, b, c, g, A, beta, initial_state, output_final_state) -> (o, final_state or None)."""
 
@@ -372,13 +402,8 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
     def forward(ctx, v, b, c, g, A, beta, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A, beta = (t.contiguous() for t in (v, b, c, g, A, beta))
         h0 = initial_state.contiguous().float() if initial_state is not None else None
-        # fp32-grade products if any of the multiplied inputs carries fp32 or more; the
-        # forward of 16-bit inputs as CONFIGS["half_products"] says, the backward in TF32
-        dtype = torch.promote_types(torch.promote_types(v.dtype, b.dtype), c.dtype)
-        products = dict(half_products=_config("half_products"), interpret=INTERPRET,
-                        fp32_products=_config("fp32_products"))
-        precision = kernel_precision(dtype, forward=False, **products)
-        forward_precision = kernel_precision(dtype, forward=True, **products)
+        precision = _precision(v, b, c, forward=False)
+        forward_precision = _precision(v, b, c, forward=True)
         # grad_mode: whether autograd was recording where the caller applied this (inside
         # forward it never is); a backward can only follow if it was and an input needs it
         keep = bool(grad_mode) and any(ctx.needs_input_grad)
@@ -389,9 +414,7 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
         ctx.precision = precision
         ctx.chunk = _config("chunk")  # how u, w, mk, ti and hs are laid out
         ctx.h0_dtype = initial_state.dtype if initial_state is not None else None
-        if ht is not None and v.dtype == torch.float64:
-            ht = ht.double()
-        return o, ht
+        return o, _final_state(ht, v)
 
     @staticmethod
     @on_inputs_device
@@ -431,5 +454,7 @@ def chunk_gated_delta_triton(v, b, c, g, A, beta, initial_state=None, output_fin
         if state is not None and v.dtype == torch.float64:
             state = state.double()
         return o, state
+    if not needs_graph(v, b, c, g, A, beta, initial_state):
+        return _forward_alone(v, b, c, g, A, beta, initial_state, bool(output_final_state))
     return ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, initial_state,
                                          bool(output_final_state), torch.is_grad_enabled())

@@ -114,6 +114,7 @@ from hymo_mini.ops.checks import (
     check_same_layout,
     check_triton_device,
     empty_sequence,
+    needs_graph,
 )
 from hymo_mini.ops.gla.chunk_blocks import (
     _chunk_bwd_kernel,
@@ -222,8 +223,13 @@ INTERPRET_CONFIGS = {
 # --------------------------------------------------------------------------------------
 # Launchers and the autograd wrapper
 # --------------------------------------------------------------------------------------
+def _settings() -> dict:
+    """The settings in use: CONFIGS, or the interpreter's."""
+    return INTERPRET_CONFIGS if INTERPRET else CONFIGS
+
+
 def _config(name: str):
-    return (INTERPRET_CONFIGS if INTERPRET else CONFIGS)[name]
+    return _settings()[name]
 
 
 def _blocks(S: int, D: int):
@@ -264,9 +270,10 @@ def _block_walk(v, b, c, g, A, hs, o, hb, store_o, precision, pairs="levels", ma
     that lets more programs share an SM)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
-    BC, BT = _config("chunk"), _config("block")
+    cfg = _settings()
+    BC, BT = cfg["chunk"], cfg["block"]
     BS, BD = _blocks(S, D)
-    launch = dict(_config("output_fwd"))
+    launch = dict(cfg["output_fwd"])
     unroll = bool(launch.pop("unroll", False))
     if pairs == "auto":
         marks = _new_marks(v, cdiv(T, BC))
@@ -306,9 +313,11 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward, precision):
     those states are the chunk states (the backward then rebuilds the block states)."""
     B, T, H, D = v.shape
     S = b.shape[-1]
-    BC, NC = _config("chunk"), cdiv(T, _config("chunk"))
-    BT, block_states, how = _config("block"), _config("block_states"), _config("forward")
-    _check_blocking(BC, BT, block_states, how, _config("pairs"))
+    cfg = _settings()
+    BC = cfg["chunk"]
+    NC = cdiv(T, BC)
+    BT, block_states, how = cfg["block"], cfg["block_states"], cfg["forward"]
+    _check_blocking(BC, BT, block_states, how, cfg["pairs"])
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the state each chunk starts with
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     o = torch.empty_like(v)
@@ -321,8 +330,8 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward, precision):
         flags = torch.zeros(1 + 2 * B * H * NC, dtype=torch.int32, device=v.device)
         dh = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # each chunk's ΔH
         ls = v.new_empty(B * H, NC, dtype=torch.float32)  # and its gate sum
-        launch = {k: x for k, x in _config("output_fwd").items() if k != "unroll"}
-        auto = _config("pairs") == "auto"
+        launch = {k: x for k, x in cfg["output_fwd"].items() if k != "unroll"}
+        auto = cfg["pairs"] == "auto"
         marks = _new_marks(v, NC) if auto else flags
         _chain_fwd_kernel[(NC * B * H,)](
             v, b, c, g, A, h0, hs, ht, o, hb, dh, ls, flags, marks, T, B * H, H=H, S=S, D=D,
@@ -334,7 +343,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, for_backward, precision):
             _block_walk(v, b, c, g, A, hs, o, hb, True, precision, "rest", marks)
     else:  # the chunk states in two launches, then the outputs
         _scan_states(v, b, g, A, h0, hs, ht, precision)
-        _block_walk(v, b, c, g, A, hs, o, hb, True, precision, _config("pairs"))
+        _block_walk(v, b, c, g, A, hs, o, hb, True, precision, cfg["pairs"])
     if not for_backward:
         return o, None, ht, False
     return o, hb, ht, BT < BC and not store
@@ -395,6 +404,21 @@ def _backward(v, b, c, g, A, h0, hb, rebuild, do, dht, precision):
     return dv, db, dc, dg, dA, dh0
 
 
+def _start_state(initial_state):
+    return initial_state.contiguous().float() if initial_state is not None else None
+
+
+@on_inputs_device
+def _forward_alone(v, b, c, g, A, initial_state, output_final_state):
+    """What ``ChunkGLAFunction`` returns when no backward can follow, without an autograd
+    Function around it: its bookkeeping was a third of the package's own host time per
+    forward (benchmarks/host_profile.py --own)."""
+    v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
+    o, _, ht, _ = _forward(v, b, c, g, A, _start_state(initial_state), output_final_state,
+                           False, _precision(v, b, c, forward=True))
+    return o, ht
+
+
 class ChunkGLAFunction(torch.autograd.Function):
     """(v, b, c, g, A, initial_state, output_final_state) -> (o, final_state or None)."""
 
@@ -402,7 +426,7 @@ class ChunkGLAFunction(torch.autograd.Function):
     @on_inputs_device
     def forward(ctx, v, b, c, g, A, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
-        h0 = initial_state.contiguous().float() if initial_state is not None else None
+        h0 = _start_state(initial_state)
         # the backward's products' grade, chosen now: it multiplies as chosen here even if
         # PyTorch's TF32 switch changes in between
         ctx.precision = _precision(v, b, c)
@@ -448,5 +472,7 @@ def chunk_gla_triton(v, b, c, g, A, initial_state=None, output_final_state=False
                         "gated_linear_attention(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         return empty_sequence(v, b, initial_state, output_final_state)
+    if not needs_graph(v, b, c, g, A, initial_state):
+        return _forward_alone(v, b, c, g, A, initial_state, bool(output_final_state))
     return ChunkGLAFunction.apply(v, b, c, g, A, initial_state, bool(output_final_state),
                                   torch.is_grad_enabled())
