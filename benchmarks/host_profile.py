@@ -12,8 +12,11 @@ the GDN mixer calls it, without the value check ("mixer"). Each under ``torch.no
                        host's and the device's time, whichever the other waits for
     do_bench_ms        triton.testing.do_bench of one call (the L2 flushed before each)
 
-and a cProfile listing of 100 calls (by own time, the top 30) in the log it prints. Then
-three costs the forwards pay on the host: launching an empty Triton kernel of 13 arguments,
+and a cProfile listing of 100 calls (by own time, the top 30) in the log it prints; then
+the same rows with ``hymo_mini.launching.DIRECT`` on (keys ending in "_direct": each
+compiled kernel launched directly once Triton has launched it). Then four costs the
+forwards pay on the host: launching an empty Triton kernel of 13 arguments (through Triton,
+and directly),
 ``torch.zeros`` of 20,000 int32 (the one-launch forwards' flags) and ``new_empty``, each per
 call over 1,000. The host's times depend on the machine's CPU and how busy it is: compare
 within one run.
@@ -27,6 +30,15 @@ every Triton kernel of the chunked forwards replaced by a launch that does nothi
 what is timed is the package's Python, allocations and launch arithmetic
 (``own_us_per_call``, the median of five rounds of ``calls``), not Triton's launcher or the
 GPU.
+
+    python3 benchmarks/host_profile.py --launch --out benchmarks/host_launch_cpu.json
+
+``--launch`` needs no GPU either, but Triton's compiler (run it without
+``TRITON_INTERPRET=1``): the empty kernel compiled for sm90 on this machine and launched
+through Triton's ``JITFunction.run`` and through ``hymo_mini.launching.Direct``, with a
+stand-in driver that loads and launches nothing, so that each path's host work up to the
+CUDA launcher is timed (``jit_us_per_launch``, ``direct_us_per_launch``), and whether both
+hand the launcher the same arguments.
 """
 
 from __future__ import annotations
@@ -76,7 +88,20 @@ def per_call_us(fn, calls: int) -> float:
     return took / calls * 1e6
 
 
-def profile_calls(rule: str, dtype: torch.dtype, device) -> dict:
+def profile_calls(rule: str, dtype: torch.dtype, device, direct: bool = False) -> dict:
+    """The rows of one rule and dtype; with ``direct``, hymo_mini.launching.DIRECT on
+    (keys ending in "_direct")."""
+    from hymo_mini import launching
+
+    saved = launching.DIRECT
+    launching.DIRECT = direct
+    try:
+        return _profile_calls(rule, dtype, device, "_direct" if direct else "")
+    finally:
+        launching.DIRECT = saved
+
+
+def _profile_calls(rule: str, dtype: torch.dtype, device, suffix: str) -> dict:
     inputs, _ = make_inputs(*parse_shape(SHAPE), dtype, device)
     v, b, c, g, A_log, beta = inputs
     A = -torch.exp(A_log)
@@ -104,7 +129,7 @@ def profile_calls(rule: str, dtype: torch.dtype, device) -> dict:
             torch.cuda.synchronize()
         listing = io.StringIO()
         pstats.Stats(prof, stream=listing).sort_stats("tottime").print_stats(30)
-        key = f"{rule}_{str(dtype).removeprefix('torch.')}_{name}"
+        key = f"{rule}_{str(dtype).removeprefix('torch.')}_{name}{suffix}"
         out[key] = {"host_us_per_call": host * 1e4, "wall_us_per_call": wall * 1e4,
                     "do_bench_ms": bench}
         print(key, out[key], flush=True)
@@ -116,14 +141,115 @@ def launch_costs(device) -> dict:
     """Per call, microseconds: an empty Triton kernel's launch, torch.zeros, new_empty."""
     x = torch.empty(16, device=device)
 
-    def launch():
-        _empty[(1,)](x, x, x, x, x, x, x, x, x, x, x, 5, 7, X=1, Y=2, Z="a")
-    for _ in range(5):
-        launch()
+    from hymo_mini import launching
+
+    wrapped = launching.Direct(_empty)
+
+    def launch(kernel=_empty):
+        kernel[(1,)](x, x, x, x, x, x, x, x, x, x, x, 5, 7, X=1, Y=2, Z="a")
+    saved = launching.DIRECT
+    launching.DIRECT = True
+    try:
+        for _ in range(5):
+            launch(), launch(wrapped)
+        direct_us = per_call_us(lambda: launch(wrapped), 1000)
+    finally:
+        launching.DIRECT = saved
     return {"empty_launch_us": per_call_us(launch, 1000),
+            "empty_launch_direct_us": direct_us,
             "zeros_us": per_call_us(
                 lambda: torch.zeros(20000, dtype=torch.int32, device=device), 1000),
             "new_empty_us": per_call_us(lambda: x.new_empty(160, 32, 32, 32), 1000)}
+
+
+class _StandInDriver:
+    """Triton's active driver for ``--launch``: a Hopper GPU that loads and launches
+    nothing (the last launch's arguments are kept in ``last``), so that Triton's own host
+    path runs on a machine without a GPU, up to the launcher."""
+
+    last = None
+
+    class utils:
+        @staticmethod
+        def get_device_properties(device):
+            return {"max_shared_mem": 232448, "multiprocessor_count": 132}
+
+        @staticmethod
+        def load_binary(name, kernel, shared, device):
+            return object(), "function", 0, 0, 1024  # module, function, regs, spills, threads
+
+        @staticmethod
+        def unload_module(module):
+            pass
+
+    @staticmethod
+    def launcher_cls(src, metadata):
+        def launch(*args):
+            _StandInDriver.last = args
+        return launch
+
+    @staticmethod
+    def get_current_device():
+        return 0
+
+    @staticmethod
+    def get_current_stream(device):
+        return 0
+
+    @staticmethod
+    def get_current_target():
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", 90, 32)
+
+
+def launch_paths(calls: int = 20000, rounds: int = 5) -> dict:
+    """Host microseconds per launch of ``_empty`` (13 arguments, 3 constexprs), compiled
+    for sm90 on this machine, through Triton's ``JITFunction.run`` and through
+    ``hymo_mini.launching.Direct``, each the median of ``rounds`` rounds of ``calls``,
+    with a stand-in driver that launches nothing (``_StandInDriver``): Triton's and our
+    host work up to the launcher, not the launcher itself (its C code, which packs the
+    arguments for CUDA). Also whether both paths hand the launcher the same arguments."""
+    from triton.runtime.driver import driver
+
+    from hymo_mini import launching
+
+    if not hasattr(_empty, "arg_names") or type(_empty).__name__ != "JITFunction":
+        raise SystemExit("--launch needs Triton's compiler: run it without TRITON_INTERPRET=1")
+    saved, direct = driver._active, launching.DIRECT
+    driver.set_active(_StandInDriver())
+    launching.DIRECT = True
+    try:
+        x = torch.empty(16)
+        args = (x,) * 11 + (4096, 160)
+        wrapped = launching.Direct(_empty)
+        paths = {"jit": lambda: _empty[(1,)](*args, X=1, Y=2, Z="a"),
+                 "direct": lambda: wrapped[(1,)](*args, X=1, Y=2, Z="a")}
+        for launch in paths.values():  # compile, then the key's first launch
+            launch(), launch()
+        paths["jit"]()
+        by_jit = _StandInDriver.last
+        paths["direct"]()
+        by_direct = _StandInDriver.last
+        # the launch metadata (argument 6) is built anew each launch: compare its contents
+        same = (len(by_jit) == len(by_direct) and all(
+            (a is b) or (i == 6 and vars(a) == vars(b)) or
+            (not isinstance(a, torch.Tensor) and a == b)
+            for i, (a, b) in enumerate(zip(by_jit, by_direct, strict=True))))
+        out = {"same_launcher_arguments": bool(same)}
+        for name, launch in paths.items():
+            times = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    launch()
+                times.append((time.perf_counter() - start) / calls * 1e6)
+            out[f"{name}_us_per_launch"] = sorted(times)[rounds // 2]
+            out[f"{name}_rounds_us"] = times
+        print(out, flush=True)
+        return out
+    finally:
+        driver._active, launching.DIRECT = saved, direct
 
 
 class _NoLaunch:
@@ -187,8 +313,17 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="JSON path")
     parser.add_argument("--own", action="store_true",
                         help="the package's own host time, kernels faked (no GPU needed)")
-    parser.add_argument("--calls", type=int, default=2000, help="calls per round (--own)")
+    parser.add_argument("--launch", action="store_true",
+                        help="one empty kernel's launch through Triton and through "
+                        "hymo_mini.launching.Direct, a stand-in driver (no GPU needed)")
+    parser.add_argument("--calls", type=int, default=2000,
+                        help="calls per round (--own, --launch)")
     args = parser.parse_args(argv)
+    if args.launch:
+        report = {"environment": record.header(torch.device("cpu"), __file__, argv),
+                  **launch_paths(args.calls)}
+        Path(args.out).write_text(json.dumps(report, indent=1))
+        return
     if args.own:
         report = {"environment": record.header(torch.device("cpu"), __file__, argv),
                   "shape": OWN_SHAPE, **own_calls(args.calls)}
@@ -199,9 +334,10 @@ def main(argv=None):
                          "has none")
     device = torch.device("cuda")
     report = {"environment": record.header(device, __file__, argv), "shape": SHAPE}
-    for rule in ("gla", "delta"):
-        for dtype in (torch.bfloat16, torch.float32):
-            report.update(profile_calls(rule, dtype, device))
+    for direct in (False, True):
+        for rule in ("gla", "delta"):
+            for dtype in (torch.bfloat16, torch.float32):
+                report.update(profile_calls(rule, dtype, device, direct))
     report.update(launch_costs(device))
     print({k: v for k, v in report.items() if k.endswith("_us")}, flush=True)
     Path(args.out).write_text(json.dumps(report, indent=1))

@@ -41,3 +41,23 @@ def test_own_mode_times_the_packages_host_work_without_a_gpu(tmp_path):
 
     assert ops.check_triton_device is check_triton_device
     assert gct.check_triton_device is check_triton_device
+
+
+def test_launch_mode_compares_tritons_path_with_the_direct_one(tmp_path):
+    """--launch, in a process of its own (the suite's kernels are decorated for the
+    interpreter): an empty kernel compiled for sm90 here, launched through Triton's
+    JITFunction.run and through hymo_mini.launching.Direct with a stand-in driver; both
+    hand its launcher the same arguments, and both are timed."""
+    import json
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = tmp_path / "launch.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_profile.py"), "--launch",
+                    "--calls", "50", "--out", str(out)], check=True, env=env, cwd=ROOT,
+                   capture_output=True, text=True)
+    report = json.loads(out.read_text())
+    assert report["same_launcher_arguments"] is True
+    assert report["jit_us_per_launch"] > 0 and report["direct_us_per_launch"] > 0
+    assert len(report["direct_rounds_us"]) == 5

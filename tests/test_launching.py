@@ -182,3 +182,174 @@ def test_launchers_do_not_call_tritons_host_arithmetic(monkeypatch, interpret):
         assert gct.ChunkGLAFunction.apply(v, b, c, g, A, None, True)[0].shape == v.shape
         assert gdt.ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, None, True)[0].shape \
             == v.shape
+
+
+# ----------------------------------------------------------------- launching directly
+class _Compiled:
+    """Stands in for Triton's CompiledKernel: records what its launcher is handed."""
+    function, packed_metadata = "function", "packed"
+
+    def __init__(self):
+        self.launches = []
+
+    def launch_metadata(self, grid, stream, *args):
+        return None
+
+    def run(self, *args):
+        self.launches.append(args)
+
+
+class _Jit:
+    """Stands in for a JITFunction with parameters (x, y, T, BLOCK, FLAG): a new compiled
+    kernel per distinct specialisation it is launched with (keyed as Triton would: here
+    simply by everything it is given)."""
+    arg_names = ["x", "y", "T", "BLOCK", "FLAG"]
+
+    def __init__(self):
+        self.pre_run_hooks = []
+        self.through_triton = 0
+        self.kernels = {}
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.through_triton += 1
+            return self.kernels.setdefault(len(self.kernels), _Compiled())
+        return launch
+
+
+class _Driver:
+    class active:
+        @staticmethod
+        def get_current_device():
+            return 0
+
+        @staticmethod
+        def get_current_stream(device):
+            return 7
+
+
+@pytest.fixture
+def direct_on(monkeypatch):
+    monkeypatch.setattr(launching, "DIRECT", True)
+    monkeypatch.setattr(launching, "_is_jit", lambda kernel: isinstance(kernel, _Jit))
+    monkeypatch.setattr(launching, "_TRITON", [type("knobs", (), {"runtime": type(
+        "runtime", (), {"launch_enter_hook": None, "launch_exit_hook": None})}), _Driver])
+
+
+def test_direct_launch_hands_the_compiled_kernel_what_triton_would(direct_on):
+    """The first launch of a specialisation goes through Triton; the next with the same
+    one goes to the compiled kernel's launcher at once, with the grid padded to three
+    dimensions, the stream, and every argument in the kernel's order (the constexprs
+    passed by name put in their places). The key takes the names in the order passed (a
+    launch site passes them in one order): another order is a new key, through Triton
+    once."""
+    jit = _Jit()
+    kernel = launching.Direct(jit)
+    x, y = torch.zeros(8), torch.zeros(8)
+    first = kernel[(3,)](x, y, 32, BLOCK=16, FLAG=True, num_warps=1)
+    assert jit.through_triton == 1 and first.launches == []
+    again = kernel[(5, 2)](x, y, 64, BLOCK=16, FLAG=True, num_warps=1)
+    assert jit.through_triton == 1 and again is first
+    assert first.launches == [(5, 2, 1, 7, "function", "packed", None, None, None,
+                               x, y, 64, 16, True)]
+    swapped = kernel[(4,)](x, y, 16, FLAG=False, BLOCK=32, num_warps=1)
+    assert jit.through_triton == 2
+    assert kernel[(4,)](x, y, 16, FLAG=False, BLOCK=32, num_warps=1) is swapped
+    assert jit.through_triton == 2
+    assert swapped.launches == [(4, 1, 1, 7, "function", "packed", None, None, None,
+                                 x, y, 16, 32, False)]
+
+
+def test_direct_launch_keys_what_triton_specialises_on(direct_on):
+    """Any change Triton compiles differently for goes through Triton again: a tensor's
+    dtype or 16-byte alignment, an int that is 1, changes width or divisibility by 16, a
+    None for a tensor, a constexpr or a launch option. What it does not specialise on (an
+    int's value within its class, another aligned address) does not."""
+    jit = _Jit()
+    kernel = launching.Direct(jit)
+    x = torch.zeros(64)
+
+    def launch(*args, block=16, warps=1):
+        before = jit.through_triton
+        kernel[(1,)](*args, BLOCK=block, FLAG=False, num_warps=warps)
+        return jit.through_triton - before  # 1: through Triton, 0: directly
+
+    assert launch(x, x, 32) == 1
+    assert launch(x, x, 32) == 0
+    assert launch(x[4:], x, 48) == 0  # 16 bytes in, another multiple of 16
+    assert launch(x[1:], x, 32) == 1  # 4 bytes in: not aligned
+    assert launch(x.double(), x, 32) == 1
+    assert launch(x, None, 32) == 1
+    assert launch(x, x, 33) == 1  # not a multiple of 16
+    assert launch(x, x, 35) == 0
+    assert launch(x, x, 1) == 1  # Triton's constant 1
+    assert launch(x, x, 2**31 + 16) == 1  # i64
+    assert launch(x, x, 32, block=32) == 1
+    assert launch(x, x, 32, warps=4) == 1
+    assert launch(x, x, 32, warps=4) == 0
+
+
+def test_direct_launch_leaves_to_triton_what_it_cannot_key(direct_on, monkeypatch):
+    """Through Triton every time: an argument of a type the key does not know, a kernel
+    with pre-run hooks, a kernel whose every parameter was not passed (a default), a kernel
+    that is not a JITFunction (the interpreter's), and everything while DIRECT is off."""
+    x = torch.zeros(16)
+    jit = _Jit()
+    kernel = launching.Direct(jit)
+    for _ in range(2):
+        kernel[(1,)](x, x, torch.tensor(3).numpy(), BLOCK=16, FLAG=False)
+        kernel[(1,)](x, x, 32, BLOCK=16)  # FLAG left to its default
+    assert jit.through_triton == 4
+    hooked = _Jit()
+    hooked.pre_run_hooks.append(lambda *args, **kwargs: None)
+    for _ in range(2):
+        launching.Direct(hooked)[(1,)](x, x, 32, BLOCK=16, FLAG=False)
+    assert hooked.through_triton == 2
+
+    class Interpreted(_Jit):
+        pass
+    interpreted = Interpreted()
+    monkeypatch.setattr(launching, "_is_jit", lambda kernel: type(kernel) is _Jit)
+    wrapped = launching.Direct(interpreted)
+    for _ in range(2):
+        wrapped[(1,)](x, x, 32, BLOCK=16, FLAG=False)
+    assert interpreted.through_triton == 2
+    monkeypatch.setattr(launching, "DIRECT", False)
+    off = _Jit()
+    for _ in range(2):
+        launching.Direct(off)[(1,)](x, x, 32, BLOCK=16, FLAG=False)
+    assert off.through_triton == 2
+
+
+def _misaligned(t):
+    """t's values in a tensor that starts one element past an aligned address."""
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:]
+    return flat.view(t.shape).copy_(t)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("rule", ["gla", "delta"])
+def test_direct_launches_give_tritons_results(monkeypatch, rule, dtype):
+    """On a GPU, with DIRECT on, each chunked rule's outputs and gradients equal those of
+    the kernels launched through Triton, bit for bit, while the inputs' alignment and
+    length change from call to call; and a repeated call reaches no JITFunction.run."""
+    from triton.runtime.jit import JITFunction
+
+    runs = []
+    real = JITFunction.run
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, **k: runs.append(1) or
+                        real(self, *a, **k))
+    for T, shift in ((45, False), (64, True), (45, True), (17, False)):
+        inputs = [t.detach().to(dtype) for t in _gdn_inputs(rule, B=2, T=T, H=3, S=32, D=32)]
+        if shift:
+            inputs[0], inputs[2] = _misaligned(inputs[0]), _misaligned(inputs[2])
+        inputs = [t.requires_grad_() for t in inputs]
+        monkeypatch.setattr(launching, "DIRECT", False)
+        want = _run_gdn(rule, "chunk_triton", inputs)
+        monkeypatch.setattr(launching, "DIRECT", True)
+        for _ in range(2):
+            runs.clear()
+            got = _run_gdn(rule, "chunk_triton", inputs)
+            assert all(torch.equal(a, b) for a, b in zip(want, got, strict=True))
+        assert not runs  # the second call: every kernel launched directly

@@ -85,7 +85,7 @@ import os
 import torch
 
 from hymo_mini.choices import one_of
-from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
+from hymo_mini.launching import cdiv, direct, next_power_of_2, on_inputs_device
 from hymo_mini.ops.checks import (
     check_inputs,
     check_same_layout,
@@ -109,6 +109,15 @@ from hymo_mini.ops.gated_delta.chunk_kernels import (
 from hymo_mini.ops.gated_delta.chunk_states import _state_bwd_kernel, _state_fwd_kernel
 from hymo_mini.ops.gla.chunk_blocks import check_pairs, launches
 from hymo_mini.ops.precision import FP32_GRADE, kernel_precision
+
+# launched as Triton launches them, or with hymo_mini.launching.DIRECT by their compiled
+# launchers once compiled (hymo_mini.launching.Direct)
+(_chain_fwd_kernel, _group_bwd_kernel, _group_fwd_kernel, _group_scan_bwd_kernel,
+ _group_scan_fwd_kernel, _chunk_bwd_kernel, _du_local_kernel, _output_kernel, _wy_fwd_kernel,
+ _state_bwd_kernel, _state_fwd_kernel) = direct(
+    _chain_fwd_kernel, _group_bwd_kernel, _group_fwd_kernel, _group_scan_bwd_kernel,
+    _group_scan_fwd_kernel, _chunk_bwd_kernel, _du_local_kernel, _output_kernel,
+    _wy_fwd_kernel, _state_bwd_kernel, _state_fwd_kernel)
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CONFIGS", "CONFIGS_16BIT",
            "CHUNKS", "INVERSES", "FORWARDS", "PAIRS", "INTERPRET"]

@@ -108,7 +108,7 @@ import os
 import torch
 
 from hymo_mini.choices import one_of
-from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
+from hymo_mini.launching import cdiv, direct, next_power_of_2, on_inputs_device
 from hymo_mini.ops.checks import (
     check_inputs,
     check_same_layout,
@@ -129,6 +129,13 @@ from hymo_mini.ops.gla.chunk_states import (
     _state_scan_kernel,
 )
 from hymo_mini.ops.precision import HALF_PRODUCTS, kernel_precision
+
+# launched as Triton launches them, or with hymo_mini.launching.DIRECT by their compiled
+# launchers once compiled (hymo_mini.launching.Direct)
+(_chunk_bwd_kernel, _output_fwd_kernel, _chain_fwd_kernel, _chunk_delta_kernel,
+ _state_bwd_kernel, _state_scan_kernel) = direct(
+    _chunk_bwd_kernel, _output_fwd_kernel, _chain_fwd_kernel, _chunk_delta_kernel,
+    _state_bwd_kernel, _state_scan_kernel)
 
 __all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CONFIGS", "BLOCKS", "BLOCK_STATES",
            "FORWARDS", "PAIRS", "HALF_PRODUCTS", "INTERPRET"]
