@@ -113,3 +113,26 @@ def test_quick_input_check_accepts_only_what_the_full_checks_accept(optional):
         if not valid:  # and check_inputs names it
             with pytest.raises((TypeError, ValueError), match=name):
                 checks.check_inputs(**inputs, check_values=False)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("rule", ["gla", "delta"])
+def test_forward_mode_tangents_are_not_dropped(rule):
+    """The chunked kernels' forwards skip their autograd Functions where autograd will not
+    see the call; a forward-mode tangent is seen: the Function says it has no forward mode
+    rather than a plain forward returning o without its tangent."""
+    from torch.autograd import forward_ad
+
+    from hymo_mini.ops import gated_delta_rule, gated_linear_attention
+
+    v, b, c = (torch.randn(1, 5, 1, 4) for _ in range(3))
+    g, A = torch.rand(1, 5, 1), -torch.rand(1, 4)
+    extra = (g,) if rule == "delta" else ()
+    run = gated_linear_attention if rule == "gla" else gated_delta_rule
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(v, torch.ones_like(v))
+        assert checks.needs_graph(b, dual) and not checks.needs_graph(b, c)
+        with pytest.raises(NotImplementedError, match="jvp"):
+            run(dual, b, c, g, A, *extra, backend="chunk_triton")
+        o, _ = run(v, b, c, g, A, *extra, backend="chunk_triton")  # no tangent: runs
+    assert forward_ad.unpack_dual(o).tangent is None

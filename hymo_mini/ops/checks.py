@@ -9,6 +9,7 @@ A (H, S); beta (B, T, H) for the delta rule; initial_state (B, H, S, D).
 from __future__ import annotations
 
 import torch
+from torch.autograd import forward_ad
 
 __all__ = ["check_inputs", "check_triton_device", "check_same_layout", "compute_dtype",
            "start_state", "empty_sequence", "needs_graph", "LAYOUTS"]
@@ -99,10 +100,17 @@ def check_inputs(v, b, c, g, A, initial_state=None, beta=None, *,
 
 
 def needs_graph(*tensors) -> bool:
-    """Whether autograd will record a call on ``tensors`` (None among them is skipped): it
-    is recording and one of them requires a gradient. Otherwise a kernel's forward may run
-    without its autograd Function, whose bookkeeping costs host time and buys nothing."""
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    """Whether autograd will see a call on ``tensors`` (None among them is skipped): it is
+    recording and one of them requires a gradient, or one of them carries a forward-mode
+    tangent (inside ``torch.autograd.forward_ad.dual_level``; the kernels' autograd Functions
+    then say they have no forward mode, where a plain forward would drop the tangent).
+    Otherwise a kernel's forward may run without its autograd Function, whose bookkeeping
+    costs host time and buys nothing."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        return True
+    if getattr(forward_ad, "_current_level", 0) < 0:  # no dual level open (the usual case)
+        return False
+    return any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
 def check_triton_device(v, interpret: bool, what: str, module: str, instead: str) -> None:
