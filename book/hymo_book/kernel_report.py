@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hymo_book import kernel_forward, kernel_settings
 from hymo_book.kernel_chapter import document_launches, launches_per_step
 from hymo_book.kernel_runs import DELTA_AUTO_PEERS, delta_entries
-from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_book.results import RESULTS_DIR, CaptionedTable, load_result, run_caption
 from hymo_mini.tables import TextTable
 
 __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
@@ -478,3 +478,46 @@ def fp32_products_table() -> CaptionedTable:
                     "landed in 0f28d1c; .gpu/prec.py (not kept) set the products of each row")
     return CaptionedTable(table, "\n".join(captions), rows)
 
+
+
+# The package's own host time per forward, measured on a CPU with the kernels faked
+# (benchmarks/host_profile.py --own), at the start and at the end of the second session of
+# 2026-12-05; and one empty kernel's launch through Triton and through
+# hymo_mini.launching.Direct with a stand-in driver (--launch).
+BENCHMARKS_DIR = RESULTS_DIR.parents[1] / "benchmarks"
+HOST_OWN_RUNS = {"before": "host_own_cpu_before_2026-12-05b.json",
+                 "after": "host_own_cpu_after_2026-12-05b.json"}
+HOST_LAUNCH_RUN = "host_launch_cpu_2026-12-05.json"
+_CALLS = {"kernel": "its autograd Function alone", "mixer": "as the mixer calls it"}
+
+
+def host_own_table() -> CaptionedTable:
+    """The package's own host microseconds per forward, before and after (the runs of
+    ``HOST_OWN_RUNS``): a row per (rule, dtype, call) with each run's median of five rounds,
+    and the two runs' trees in the caption."""
+    runs = {k: load_result(BENCHMARKS_DIR / name) for k, name in HOST_OWN_RUNS.items()}
+    rows = []
+    for key, after in runs["after"].items():
+        if not (isinstance(after, dict) and "own_us_per_call" in after):
+            continue
+        rule, dtype, call = key.split("_")
+        rows.append({"rule": rule, "dtype": dtype, "call": call,
+                     "before_us": runs["before"][key]["own_us_per_call"],
+                     "after_us": after["own_us_per_call"]})
+    table = TextTable(
+        ("rule", "dtype", "call", "before, µs", "after, µs"),
+        [(r["rule"], r["dtype"], _CALLS[r["call"]], f"{r['before_us']:.1f}",
+          f"{r['after_us']:.1f}") for r in rows],
+        title="The package's own host time per forward, its kernels faked (a CPU, small "
+              "tensors, the GPU's settings; the median of five rounds of 2,000 calls)",
+        align="lllrr")
+    trees = ", ".join(f"{k} {run['environment']['git_commit'][:7]}" for k, run in runs.items())
+    caption = "\n".join([*(run_caption(run) for run in runs.values()), f"Trees: {trees}"])
+    return CaptionedTable(table, caption, rows)
+
+
+def host_launch() -> dict:
+    """The launch harness's run (``HOST_LAUNCH_RUN``): ``jit_us_per_launch``,
+    ``direct_us_per_launch``, ``same_launcher_arguments`` and its caption."""
+    run = load_result(BENCHMARKS_DIR / HOST_LAUNCH_RUN)
+    return {**run, "caption": run_caption(run)}

@@ -114,6 +114,8 @@ def run_info(report: dict) -> dict:
     ``software``) and that of the one-off scripts' runs (``env``)."""
     meta = {**report.get("software", {}), **report.get("hardware", {}),
             **report.get("env", {}), **report.get("environment", {})}
+    if isinstance(meta.get("hardware"), dict):  # record.header's layout: environment.hardware
+        meta = {**meta.pop("hardware"), **meta}
     if meta.get("gpu"):
         hardware = meta["gpu"]
     else:

@@ -271,3 +271,28 @@ def test_the_fp32_products_table_reads_both_calls():
     both = {(r["shape"], r["way"]): r["fwdbwd_ms"] for r in ways.rows if r["directions"] == "both"}
     for shape in ("B4_T4096_H40", "B1_T16384_H40"):
         assert both[(shape, "bf16x6")] < both[(shape, "tf32x3")]  # why the backward changed
+
+
+def test_the_host_tables_read_their_cpu_runs():
+    """The package's own host time per forward: a row per (rule, dtype, call) present in
+    both runs, their trees in the caption, the hardware read from record.header's nested
+    layout; the launch harness's run with both paths and its verdict."""
+    own = kr.host_own_table()
+    keys = {(r["rule"], r["dtype"], r["call"]) for r in own.rows}
+    assert len(keys) == len(own.rows) == 8
+    assert all(r["before_us"] > 0 and r["after_us"] > 0 for r in own.rows)
+    for name in kr.HOST_OWN_RUNS.values():
+        assert name in own.caption
+    assert "2 cores" in own.caption and "Triton 3.9.0" in own.caption
+    launch = kr.host_launch()
+    assert launch["same_launcher_arguments"] is True
+    assert launch["jit_us_per_launch"] > 0 and launch["direct_us_per_launch"] > 0
+    assert kr.HOST_LAUNCH_RUN in launch["caption"]
+
+
+def test_run_info_reads_the_nested_hardware_of_record_header():
+    info = results.run_info({"environment": {"date": "d", "command": "c", "hardware": {
+        "processor": "x86_64", "cpu_count": 2, "torch_threads": 1, "torch": "2.13",
+        "triton": "3.9"}}})
+    assert info["hardware"] == "x86_64, 2 cores, 1 torch thread"
+    assert info["versions"] == "torch 2.13, Triton 3.9" and info["command"] == "c"
