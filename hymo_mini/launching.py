@@ -81,11 +81,13 @@ def on_inputs_device(fn):
 _I32, _I64 = 2**31, 2**63
 
 
-def _specialisation(args) -> tuple | None:
+def _specialisation(args, constexprs=()) -> tuple | None:
     """What Triton compiles ``args`` (the positional arguments of a launch) for, flat: per
     tensor its dtype and whether its address is a multiple of 16; per int whether it is 1
     (a constant then), its width (i32, i64 or u64) and whether it is a multiple of 16;
-    None, bools and floats by their type. None if an argument is of another type."""
+    None, bools and floats by their type; then, for the positions in ``constexprs``
+    (parameters declared tl.constexpr but passed by position), the values themselves. None
+    if an argument is of another type."""
     spec = []
     for a in args:
         kind = type(a)
@@ -98,6 +100,9 @@ def _specialisation(args) -> tuple | None:
             spec.append(kind)
         else:
             return None
+    for i in constexprs:
+        if i < len(args):
+            spec.append(args[i])
     return tuple(spec)
 
 
@@ -122,6 +127,7 @@ class Direct:
     def __init__(self, kernel):
         self.kernel = kernel
         self.jit = None  # whether kernel is a JITFunction (asked on the first launch)
+        self.constexprs = ()  # the positions of its tl.constexpr parameters
         self.compiled = {}  # key -> (compiled kernel, the names passed by keyword)
 
     def __getitem__(self, grid):
@@ -129,18 +135,24 @@ class Direct:
             return self.kernel[grid]
         if self.jit is None:
             self.jit = _is_jit(self.kernel)
+            if self.jit:
+                self.constexprs = tuple(i for i, p in enumerate(self.kernel.params)
+                                        if p.is_constexpr)
         if not self.jit:
             return self.kernel[grid]
         return functools.partial(self._launch, grid)
 
     def _launch(self, grid, *args, **kwargs):
-        spec = _specialisation(args)
+        spec = _specialisation(args, self.constexprs)
         if spec is None or self.kernel.pre_run_hooks:
             return self.kernel[grid](*args, **kwargs)
         knobs, driver = _triton()
         device = driver.active.get_current_device()
         key = (device, spec, *kwargs.items())
-        found = self.compiled.get(key)
+        try:
+            found = self.compiled.get(key)
+        except TypeError:  # a constexpr that cannot be hashed: Triton keys it its own way
+            return self.kernel[grid](*args, **kwargs)
         if found is None:
             compiled = self.kernel[grid](*args, **kwargs)  # compiles if need be, launches
             if hasattr(compiled, "result"):  # an asynchronous compile's future

@@ -199,11 +199,17 @@ class _Compiled:
         self.launches.append(args)
 
 
+class _Param:
+    def __init__(self, name):
+        self.is_constexpr = name in ("BLOCK", "FLAG")
+
+
 class _Jit:
-    """Stands in for a JITFunction with parameters (x, y, T, BLOCK, FLAG): a new compiled
-    kernel per distinct specialisation it is launched with (keyed as Triton would: here
-    simply by everything it is given)."""
+    """Stands in for a JITFunction with parameters (x, y, T, BLOCK, FLAG), the last two
+    tl.constexpr: a new compiled kernel per distinct specialisation it is launched with
+    (keyed as Triton would: here simply by everything it is given)."""
     arg_names = ["x", "y", "T", "BLOCK", "FLAG"]
+    params = [_Param(name) for name in arg_names]
 
     def __init__(self):
         self.pre_run_hooks = []
@@ -287,6 +293,13 @@ def test_direct_launch_keys_what_triton_specialises_on(direct_on):
     assert launch(x, x, 32, block=32) == 1
     assert launch(x, x, 32, warps=4) == 1
     assert launch(x, x, 32, warps=4) == 0
+    seen = set()
+    for block in (16, 32, 48, 16):  # a constexpr passed by position: keyed by its value
+        before = jit.through_triton
+        kernel[(1,)](x, x, 32, block, FLAG=False)
+        kernel[(1,)](x, x, 32, block, FLAG=False)
+        assert jit.through_triton - before == (block not in seen)
+        seen.add(block)
 
 
 def test_direct_launch_leaves_to_triton_what_it_cannot_key(direct_on, monkeypatch):
