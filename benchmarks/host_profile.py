@@ -138,11 +138,11 @@ def _profile_calls(rule: str, dtype: torch.dtype, device, suffix: str) -> dict:
 
 
 def launch_costs(device) -> dict:
-    """Per call, microseconds: an empty Triton kernel's launch, torch.zeros, new_empty."""
-    x = torch.empty(16, device=device)
-
+    """Per call, microseconds: an empty Triton kernel's launch (through Triton, and through
+    hymo_mini.launching.Direct once Triton has launched it), torch.zeros, new_empty."""
     from hymo_mini import launching
 
+    x = torch.empty(16, device=device)
     wrapped = launching.Direct(_empty)
 
     def launch(kernel=_empty):
