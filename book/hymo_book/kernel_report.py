@@ -487,7 +487,8 @@ def fp32_products_table() -> CaptionedTable:
 BENCHMARKS_DIR = RESULTS_DIR.parents[1] / "benchmarks"
 HOST_OWN_RUNS = {"before": "host_own_cpu_before_2026-12-05b.json",
                  "after": "host_own_cpu_after_2026-12-05b.json"}
-HOST_LAUNCH_RUN = "host_launch_cpu_2026-12-05.json"
+HOST_LAUNCH_RUNS = ("host_launch_cpu_2026-12-05.json",  # this machine's Triton, 3.9
+                    "host_launch_cpu_triton36_2026-12-05.json")  # the H200's, 3.6
 _CALLS = {"kernel": "its autograd Function alone", "mixer": "as the mixer calls it"}
 
 
@@ -516,8 +517,10 @@ def host_own_table() -> CaptionedTable:
     return CaptionedTable(table, caption, rows)
 
 
-def host_launch() -> dict:
-    """The launch harness's run (``HOST_LAUNCH_RUN``): ``jit_us_per_launch``,
-    ``direct_us_per_launch``, ``same_launcher_arguments`` and its caption."""
-    run = load_result(BENCHMARKS_DIR / HOST_LAUNCH_RUN)
-    return {**run, "caption": run_caption(run)}
+def host_launch() -> list[dict]:
+    """The launch harness's runs (``HOST_LAUNCH_RUNS``), one per Triton version: each with
+    ``jit_us_per_launch``, ``direct_us_per_launch``, ``same_launcher_arguments``, its
+    ``triton`` version and its caption."""
+    runs = [load_result(BENCHMARKS_DIR / name) for name in HOST_LAUNCH_RUNS]
+    return [{**run, "triton": run["environment"]["hardware"]["triton"],
+             "caption": run_caption(run)} for run in runs]

@@ -284,10 +284,12 @@ def test_the_host_tables_read_their_cpu_runs():
     for name in kr.HOST_OWN_RUNS.values():
         assert name in own.caption
     assert "2 cores" in own.caption and "Triton 3.9.0" in own.caption
-    launch = kr.host_launch()
-    assert launch["same_launcher_arguments"] is True
-    assert launch["jit_us_per_launch"] > 0 and launch["direct_us_per_launch"] > 0
-    assert kr.HOST_LAUNCH_RUN in launch["caption"]
+    runs = kr.host_launch()
+    assert [r["triton"] for r in runs] == ["3.9.0", "3.6.0"]  # this machine's, the H200's
+    for run, name in zip(runs, kr.HOST_LAUNCH_RUNS, strict=True):
+        assert run["same_launcher_arguments"] is True
+        assert run["jit_us_per_launch"] > 0 and run["direct_us_per_launch"] > 0
+        assert name in run["caption"]
 
 
 def test_run_info_reads_the_nested_hardware_of_record_header():
