@@ -292,3 +292,58 @@ def pipeline_figure(n_iter: int = 6, load: int = 4, compute: int = 2,
                         Patch(facecolor="#7f7f7f", edgecolor="k", label="compute")],
                loc="outside upper right", fontsize=8, ncols=2, frameon=False)
     return fig
+
+
+def launch_schedule(calls: int, host: int, device: int) -> list[dict]:
+    """``calls`` calls issued back to back, one kernel each: the host works ``host`` time
+    units on a call (its Python, its allocations, the launch's own work), then puts the
+    kernel on the GPU's queue and goes on to the next call without waiting; the GPU runs the
+    queue in order, each kernel ``device`` units, from when it is queued or the kernel
+    before it ends, whichever is later. Rows: host_start, queued, gpu_start, gpu_end."""
+    for name, value, least in (("calls", calls, 1), ("host", host, 0), ("device", device, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an int of at least {least}, got {value!r}")
+    rows: list[dict] = []
+    for _ in range(calls):
+        host_start = rows[-1]["queued"] if rows else 0
+        queued = host_start + host
+        gpu_start = max(queued, rows[-1]["gpu_end"] if rows else 0)
+        rows.append({"host_start": host_start, "queued": queued, "gpu_start": gpu_start,
+                     "gpu_end": gpu_start + device})
+    return rows
+
+
+def launch_figure(calls: int = 6, host: int = 4, device: int = 3) -> Figure:
+    """The two clocks of ``launch_schedule``: the host's work per call (hatched) on one
+    lane, the kernels (grey) on the GPU's, labelled by call; the GPU's idle time is the
+    gaps in its lane."""
+    rows = launch_schedule(calls, host, device)
+    fig = Figure(figsize=(8.5, 2.4), layout="constrained")
+    ax = fig.subplots()
+    for i, r in enumerate(rows):
+        if host:
+            ax.broken_barh([(r["host_start"], host)], (1.1, 0.8), facecolor="white",
+                           edgecolor="k", hatch="///")
+            ax.text(r["host_start"] + host / 2, 1.5, str(i), ha="center", va="center",
+                    fontsize=8, bbox=dict(fc="white", ec="none", pad=0.5))
+        ax.broken_barh([(r["gpu_start"], device)], (0.1, 0.8), facecolor="#7f7f7f",
+                       edgecolor="k")
+        ax.text(r["gpu_start"] + device / 2, 0.5, str(i), ha="center", va="center",
+                fontsize=8, color="white")
+    end = rows[-1]["gpu_end"]
+    busy = calls * device
+    ax.set_yticks([0.5, 1.5])
+    ax.set_yticklabels(["GPU: kernels", "host: work per call"], fontsize=8)
+    ax.set_ylim(0, 2)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    side = ("host-bound: the GPU waits" if host > device else
+            "device-bound: the host runs ahead" if device > host else "balanced")
+    ax.set_title(f"{calls} calls end at time {end}; the GPU is busy {busy} of it ({side})",
+                 fontsize=9)
+    ax.set_xlabel(f"time (the host works {host} per call, a kernel takes {device}; the "
+                  "number in a bar is its call)")
+    fig.legend(handles=[Patch(facecolor="white", edgecolor="k", hatch="///",
+                              label="host work"),
+                        Patch(facecolor="#7f7f7f", edgecolor="k", label="kernel")],
+               loc="outside upper right", fontsize=8, ncols=2, frameon=False)
+    return fig

@@ -113,3 +113,31 @@ def test_figures_keep_the_books_rules():
     assert len(fig.axes) == 2
     assert_integer_ticks(fig.axes[-1].xaxis)
     assert "end at time 25" in fig.axes[0].get_title()  # 5 x (3 + 2)
+
+
+@pytest.mark.parametrize("host, device", [(4, 3), (3, 4), (2, 2), (0, 5), (7, 1)])
+def test_launch_schedule_is_the_slower_clock_after_the_first_call(host, device):
+    """Back to back, the calls end at host + device + (calls - 1) · max(host, device): the
+    first call pays both clocks, every later one the slower; the GPU never starts a kernel
+    before it is queued or before the one ahead of it ends, and the host never waits."""
+    for calls in (1, 2, 9):
+        rows = kp.launch_schedule(calls, host, device)
+        assert rows[-1]["gpu_end"] == host + device + (calls - 1) * max(host, device)
+        assert [r["queued"] for r in rows] == [host * (i + 1) for i in range(calls)]
+        assert all(r["gpu_start"] >= r["queued"] for r in rows)
+        pairs = zip(rows, rows[1:], strict=False)
+        assert all(b["gpu_start"] >= a["gpu_end"] for a, b in pairs)
+    for bad in ({"calls": 0}, {"host": -1}, {"device": 0}, {"device": 2.5}, {"calls": True}):
+        args = {"calls": 3, "host": 2, "device": 2, **bad}
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            kp.launch_schedule(**args)
+
+
+def test_launch_figure_keeps_the_books_rules():
+    fig = kp.launch_figure(calls=5, host=4, device=3)
+    assert smallest_text_pt(fig) >= FIGURE_MIN_FONT_PT
+    assert_integer_ticks(fig.axes[0].xaxis)
+    assert "end at time 23" in fig.axes[0].get_title()  # 4 + 3 + 4 x 4
+    assert "host-bound" in fig.axes[0].get_title()
+    assert "device-bound" in kp.launch_figure(4, 2, 5).axes[0].get_title()
+    assert "balanced" in kp.launch_figure(3, 2, 2).axes[0].get_title()

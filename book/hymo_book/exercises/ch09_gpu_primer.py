@@ -1,13 +1,14 @@
 """Exercises of chapter 09 (a GPU primer): the floor of an operation from its bytes and
-FLOPs, TF32 rounding of a float32, a float32 as three bf16 pieces, and the backward of a
-decay for an autograd.Function."""
+FLOPs, TF32 rounding of a float32, a float32 as three bf16 pieces, the backward of a decay
+for an autograd.Function, and when back-to-back calls end, the host and the GPU each with
+its own clock."""
 
 from __future__ import annotations
 
 import torch
 
 from hymo_book.exercises import Case, Exercise, compare_tensors
-from hymo_book.kernel_primer import bf16_pieces, floors, tf32_round
+from hymo_book.kernel_primer import bf16_pieces, floors, launch_schedule, tf32_round
 
 
 # ---- the floor of an operation ---------------------------------------------------------
@@ -157,6 +158,29 @@ def _passes_dy_through(g, a, h, dy):
     return (dlog * a).sum(-1), (dlog * g[:, None]).sum(0), dy
 
 
+# ---- when back-to-back calls end ---------------------------------------------------------
+def _calls_end_oracle(calls, host, device):
+    return launch_schedule(calls, host, device)[-1]["gpu_end"]
+
+
+def _calls_end_cases():
+    return [Case("host-bound: host 4, kernel 3, 5 calls", (5, 4, 3)),
+            Case("device-bound: host 3, kernel 4, 5 calls", (5, 3, 4)),
+            Case("one call pays both clocks", (1, 6, 2)),
+            Case("balanced: host 2, kernel 2, 10 calls", (10, 2, 2)),
+            Case("no host work (a replayed graph)", (8, 0, 5)),
+            Case("a long kernel", (3, 1, 100)),
+            Case("a busy host", (100, 9, 1))]
+
+
+def _same_int(got, expected, case):
+    if isinstance(got, bool) or not isinstance(got, int | float) or got != int(got):
+        return f"case {case.name}: expected a whole number of time units, got {got!r}"
+    if int(got) != expected:
+        return f"case {case.name}: expected {expected}, got {int(got)}"
+    return None
+
+
 EXERCISES = [
     Exercise(
         name="roofline_floor_ms", chapter="09_gpu_primer", cases=_floor_cases,
@@ -187,5 +211,15 @@ EXERCISES = [
         wrong=[(_forgets_the_sum_over_rows, "case random (5, 3): output 1 has shape (5, 3)"),
                (_forgets_the_rate, "case random (5, 3): output 0 differs"),
                (_passes_dy_through, "case random (5, 3): output 2 differs")],
+    ),
+    Exercise(
+        name="calls_end", chapter="09_gpu_primer", cases=_calls_end_cases,
+        oracle=_calls_end_oracle, compare=_same_int,
+        wrong=[(lambda calls, host, device: calls * (host + device),  # waits for each kernel
+                "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 35"),
+               (lambda calls, host, device: calls * max(host, device),  # no first call
+                "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 20"),
+               (lambda calls, host, device: host + calls * device,  # always device-bound
+                "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 19")],
     ),
 ]
