@@ -277,22 +277,27 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
     """o, the final state (or None), and what the backward reads: the chunk-start states,
     U, W, Mk and (I + M)⁻¹. Without ``keep`` (no backward will run) Mk and (I + M)⁻¹ are
     not formed into memory, and the one-launch forward stores only the states it hands on
-    and leaves Uv in place of U; what comes back beside o is then scratch."""
+    and leaves Uv in place of U; what comes back beside o is then scratch (with "redo",
+    placeholders where U and W would be: it forms them again where it needs them)."""
     B, T, H, S, D, NC, BD, BDs, ND, sizes = _sizes(v, b, "state_fwd")
     half = _half(v)
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
-    u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
-    w = v.new_empty(B, T, H, S, dtype=torch.float32)
+    forward = _config("forward", half)
+    one_of(forward, "CONFIGS['forward']", FORWARDS)
+    redo = bool(forward == "chain" and not keep and _config("redo"))
     BT = sizes["BT"]
     pairs = _config("pairs")
     if keep:
         mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
     else:  # placeholders the kernels do not touch
         mk = ti = v.new_empty(1, dtype=torch.float32)
+    if redo:  # nothing stores U or W: the placeholder again
+        u = w = mk
+    else:
+        u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
+        w = v.new_empty(B, T, H, S, dtype=torch.float32)
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    forward = _config("forward", half)
-    one_of(forward, "CONFIGS['forward']", FORWARDS)
     if forward == "chain":  # one launch: each stretch hands its end state on
         NB = _config("chain", half)["chunks"]
         if not (isinstance(NB, int) and NB >= 1):
@@ -308,8 +313,8 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                 v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H,
                 i * programs, **sizes, BD=BD, LOG2_BT=BT.bit_length() - 1, NB=NB,
                 USE_H0=h0 is not None, STORE_HT=output_final_state, PRECISION=precision,
-                INVERSE=_config("inverse"), PAIRS=one, KEEP=keep,
-                REDO=not keep and _config("redo"), **_launch("chain", half))
+                INVERSE=_config("inverse"), PAIRS=one, KEEP=keep, REDO=redo,
+                **_launch("chain", half))
         return o, ht, hs, u, w, mk, ti
     marks = _new_marks(v, NC, pairs)
     for one in launches(pairs):
