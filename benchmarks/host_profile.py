@@ -38,7 +38,9 @@ GPU.
 through Triton's ``JITFunction.run`` and through ``hymo_mini.launching.Direct``, with a
 stand-in driver that loads and launches nothing, so that each path's host work up to the
 CUDA launcher is timed (``jit_us_per_launch``, ``direct_us_per_launch``), and whether both
-hand the launcher the same arguments.
+hand the launcher the same arguments; then every kernel of both chunked rules, forward and
+backward, bf16 and fp32, compiled here and launched both ways (``kernels``: the same
+launches, and none through ``JITFunction.run`` once each key has been launched).
 """
 
 from __future__ import annotations
@@ -164,10 +166,12 @@ def launch_costs(device) -> dict:
 
 class _StandInDriver:
     """Triton's active driver for ``--launch``: a Hopper GPU that loads and launches
-    nothing (the last launch's arguments are kept in ``last``), so that Triton's own host
-    path runs on a machine without a GPU, up to the launcher."""
+    nothing (the last launch's arguments are kept in ``last``, and every launch's kernel
+    and arguments in ``record`` while it is a list), so that Triton's own host path runs on
+    a machine without a GPU, up to the launcher."""
 
     last = None
+    record = None
 
     class utils:
         @staticmethod
@@ -184,8 +188,12 @@ class _StandInDriver:
 
     @staticmethod
     def launcher_cls(src, metadata):
+        name = getattr(getattr(src, "fn", None), "__name__", str(src))
+
         def launch(*args):
             _StandInDriver.last = args
+            if _StandInDriver.record is not None:
+                _StandInDriver.record.append((name, args))
         return launch
 
     @staticmethod
@@ -250,6 +258,78 @@ def launch_paths(calls: int = 20000, rounds: int = 5) -> dict:
         return out
     finally:
         driver._active, launching.DIRECT = saved, direct
+
+
+def _launched(args) -> list:
+    """A launch's arguments as comparable values: a tensor by its dtype, shape and whether
+    its address is a multiple of 16 (each call allocates anew), the launch metadata (built
+    anew each launch) by its kind, anything else as it is."""
+    return [("tensor", a.dtype, tuple(a.shape), a.data_ptr() % 16 == 0)
+            if isinstance(a, torch.Tensor) else
+            "launch metadata" if type(a).__name__ == "LazyDict" else a for a in args]
+
+
+def launch_kernels() -> dict:
+    """Every kernel of both chunked rules, forward and backward, bf16 and fp32 (B1 T300 H2
+    S = D = 32, CPU tensors, the GPU's settings), launched through Triton and then, with
+    ``hymo_mini.launching.DIRECT``, twice more (the keys' first launches go through Triton):
+    per rule and dtype, the launches, whether the third call handed the launcher the same
+    kernels and arguments as the first, and how many of its launches went through
+    ``JITFunction.run`` (none, if every one was direct). The stand-in driver is active
+    meanwhile; the autograd Functions are called directly (the dispatcher would refuse
+    CPU tensors)."""
+    from triton.runtime.driver import driver
+    from triton.runtime.jit import JITFunction
+
+    import hymo_mini.ops.gated_delta.chunk_triton as gdt
+    import hymo_mini.ops.gla.chunk_triton as gct
+    from hymo_mini import launching
+    from hymo_mini.ops.gated_delta.chunk_triton import ChunkGatedDeltaFunction
+    from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
+
+    through, real = [], JITFunction.run
+
+    def counted(self, *args, **kwargs):
+        through.append(1)
+        return real(self, *args, **kwargs)
+
+    def one_call(rule, dtype):
+        gen = torch.Generator().manual_seed(0)
+        v, b, c = (torch.randn(1, 300, 2, 32, generator=gen).to(dtype).requires_grad_()
+                   for _ in range(3))
+        g, beta = (torch.rand(1, 300, 2, generator=gen).to(dtype).requires_grad_()
+                   for _ in range(2))
+        A = (-torch.rand(2, 32, generator=gen)).requires_grad_()
+        if rule == "gla":
+            o, _ = ChunkGLAFunction.apply(v, b, c, g, A, None, False)
+        else:
+            o, _ = ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, None, False)
+        o.float().sum().backward()
+
+    def launches(rule, dtype, direct):
+        launching.DIRECT = direct
+        _StandInDriver.record, through[:] = [], []
+        one_call(rule, dtype)
+        return [(name, _launched(args)) for name, args in _StandInDriver.record], len(through)
+
+    out, saved = {}, (launching.DIRECT, driver._active, gct.INTERPRET, gdt.INTERPRET)
+    JITFunction.run = counted
+    driver.set_active(_StandInDriver())
+    gct.INTERPRET = gdt.INTERPRET = False  # the GPU's settings
+    try:
+        for rule in ("gla", "delta"):
+            for dtype in (torch.bfloat16, torch.float32):
+                by_triton, _ = launches(rule, dtype, False)
+                launches(rule, dtype, True)  # each key's first launch: through Triton
+                direct, via_triton = launches(rule, dtype, True)
+                out[f"{rule}_{str(dtype).removeprefix('torch.')}"] = {
+                    "launches": len(by_triton), "kernels": sorted({n for n, _ in by_triton}),
+                    "same_launches": by_triton == direct,
+                    "through_triton_when_repeated": via_triton}
+    finally:
+        JITFunction.run, _StandInDriver.record = real, None
+        launching.DIRECT, driver._active, gct.INTERPRET, gdt.INTERPRET = saved
+    return out
 
 
 class _NoLaunch:
@@ -322,6 +402,8 @@ def main(argv=None):
     if args.launch:
         report = {"environment": record.header(torch.device("cpu"), __file__, argv),
                   **launch_paths(args.calls)}
+        report["kernels"] = launch_kernels()
+        print(report["kernels"], flush=True)
         Path(args.out).write_text(json.dumps(report, indent=1))
         return
     if args.own:

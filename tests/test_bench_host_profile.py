@@ -47,17 +47,26 @@ def test_launch_mode_compares_tritons_path_with_the_direct_one(tmp_path):
     """--launch, in a process of its own (the suite's kernels are decorated for the
     interpreter): an empty kernel compiled for sm90 here, launched through Triton's
     JITFunction.run and through hymo_mini.launching.Direct with a stand-in driver; both
-    hand its launcher the same arguments, and both are timed."""
+    hand its launcher the same arguments, and both are timed. Then every kernel of both
+    chunked rules, forward and backward, in bf16 and fp32: the same launches both ways,
+    and once each key has been launched, none through JITFunction.run."""
     import json
     import os
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = tmp_path / "launch.json"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_profile.py"), "--launch",
-                    "--calls", "50", "--out", str(out)], check=True, env=env, cwd=ROOT,
-                   capture_output=True, text=True)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_profile.py"),
+                           "--launch", "--calls", "50", "--out", str(out)], env=env, cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["same_launcher_arguments"] is True
     assert report["jit_us_per_launch"] > 0 and report["direct_us_per_launch"] > 0
     assert len(report["direct_rounds_us"]) == 5
+    assert set(report["kernels"]) == {f"{rule}_{dtype}" for rule in ("gla", "delta")
+                                      for dtype in ("bfloat16", "float32")}
+    for row in report["kernels"].values():
+        assert row["launches"] >= 4 and row["same_launches"] is True
+        assert row["through_triton_when_repeated"] == 0
+    assert "_chunk_bwd_kernel" in report["kernels"]["delta_float32"]["kernels"]
