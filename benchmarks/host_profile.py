@@ -270,22 +270,27 @@ def _launched(args) -> list:
 
 
 def launch_kernels() -> dict:
-    """Every kernel of both chunked rules, forward and backward, bf16 and fp32 (B1 T300 H2
-    S = D = 32, CPU tensors, the GPU's settings), launched through Triton and then, with
-    ``hymo_mini.launching.DIRECT``, twice more (the keys' first launches go through Triton):
-    per rule and dtype, the launches, whether the third call handed the launcher the same
-    kernels and arguments as the first, and how many of its launches went through
-    ``JITFunction.run`` (none, if every one was direct). The stand-in driver is active
-    meanwhile; the autograd Functions are called directly (the dispatcher would refuse
-    CPU tensors)."""
+    """Every Triton kernel of the package, forward and backward, bf16 and fp32 (CPU tensors,
+    the GPU's settings): both chunked rules (B1 T300 H2 S = D = 32), the recurrent gla
+    kernel, the MoE row shuffles and the soft-capped loss's rows, each launched through
+    Triton and then, with ``hymo_mini.launching.DIRECT``, twice more (the keys' first
+    launches go through Triton): per case and dtype, the launches, whether the third call
+    handed the launcher the same kernels and arguments as the first, and how many of its
+    launches went through ``JITFunction.run`` (none, if every one was direct). The stand-in
+    driver is active meanwhile; the autograd Functions and the loss's row function are
+    called directly (the dispatchers would refuse CPU tensors)."""
     from triton.runtime.driver import driver
     from triton.runtime.jit import JITFunction
 
     import hymo_mini.ops.gated_delta.chunk_triton as gdt
     import hymo_mini.ops.gla.chunk_triton as gct
     from hymo_mini import launching
+    from hymo_mini.loss_triton import softcap_ce_rows_triton
+    from hymo_mini.moe_rows import row_maps
+    from hymo_mini.moe_triton import _CombineRows, _GatherRows
     from hymo_mini.ops.gated_delta.chunk_triton import ChunkGatedDeltaFunction
     from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
+    from hymo_mini.ops.gla.recurrent_triton import RecurrentGLAFunction
 
     through, real = [], JITFunction.run
 
@@ -293,23 +298,44 @@ def launch_kernels() -> dict:
         through.append(1)
         return real(self, *args, **kwargs)
 
-    def one_call(rule, dtype):
+    def one_call(case, dtype):
         gen = torch.Generator().manual_seed(0)
+        if case == "rows":  # 5 tokens, 2 of 4 experts each, one choice dropped
+            n, k, width = 5, 2, 48
+            order = torch.stack([torch.randperm(4, generator=gen)[:k] for _ in range(n)])
+            by_expert = torch.sort(order.t().reshape(-1), stable=True)[1]
+            kept = torch.ones(n, k, dtype=torch.bool)
+            kept[3, 1] = False
+            maps = row_maps(by_expert, kept)
+            x = torch.randn(n, width, generator=gen).requires_grad_()
+            y = torch.randn(n * k, width, generator=gen).to(dtype).requires_grad_()
+            w = torch.rand(n, k, generator=gen).requires_grad_()
+            out = _GatherRows.apply(x, maps, dtype).float().sum()
+            out = out + _CombineRows.apply(y, maps, w).float().sum()
+            out.backward()
+            return
+        if case == "loss":
+            z = torch.randn(6, 1000, generator=gen).to(dtype)
+            softcap_ce_rows_triton(z, torch.tensor([0, 3, 1, -100, 999, 7]), 15.0, -100,
+                                   grad=True)
+            return
         v, b, c = (torch.randn(1, 300, 2, 32, generator=gen).to(dtype).requires_grad_()
                    for _ in range(3))
         g, beta = (torch.rand(1, 300, 2, generator=gen).to(dtype).requires_grad_()
                    for _ in range(2))
         A = (-torch.rand(2, 32, generator=gen)).requires_grad_()
-        if rule == "gla":
+        if case == "gla":
             o, _ = ChunkGLAFunction.apply(v, b, c, g, A, None, False)
+        elif case == "gla_recurrent":
+            o, _ = RecurrentGLAFunction.apply(v, b, c, g, A, None, False, True)
         else:
             o, _ = ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, None, False)
         o.float().sum().backward()
 
-    def launches(rule, dtype, direct):
+    def launches(case, dtype, direct):
         launching.DIRECT = direct
         _StandInDriver.record, through[:] = [], []
-        one_call(rule, dtype)
+        one_call(case, dtype)
         return [(name, _launched(args)) for name, args in _StandInDriver.record], len(through)
 
     out, saved = {}, (launching.DIRECT, driver._active, gct.INTERPRET, gdt.INTERPRET)
@@ -317,12 +343,12 @@ def launch_kernels() -> dict:
     driver.set_active(_StandInDriver())
     gct.INTERPRET = gdt.INTERPRET = False  # the GPU's settings
     try:
-        for rule in ("gla", "delta"):
+        for case in ("gla", "delta", "gla_recurrent", "rows", "loss"):
             for dtype in (torch.bfloat16, torch.float32):
-                by_triton, _ = launches(rule, dtype, False)
-                launches(rule, dtype, True)  # each key's first launch: through Triton
-                direct, via_triton = launches(rule, dtype, True)
-                out[f"{rule}_{str(dtype).removeprefix('torch.')}"] = {
+                by_triton, _ = launches(case, dtype, False)
+                launches(case, dtype, True)  # each key's first launch: through Triton
+                direct, via_triton = launches(case, dtype, True)
+                out[f"{case}_{str(dtype).removeprefix('torch.')}"] = {
                     "launches": len(by_triton), "kernels": sorted({n for n, _ in by_triton}),
                     "same_launches": by_triton == direct,
                     "through_triton_when_repeated": via_triton}

@@ -47,9 +47,10 @@ def test_launch_mode_compares_tritons_path_with_the_direct_one(tmp_path):
     """--launch, in a process of its own (the suite's kernels are decorated for the
     interpreter): an empty kernel compiled for sm90 here, launched through Triton's
     JITFunction.run and through hymo_mini.launching.Direct with a stand-in driver; both
-    hand its launcher the same arguments, and both are timed. Then every kernel of both
-    chunked rules, forward and backward, in bf16 and fp32: the same launches both ways,
-    and once each key has been launched, none through JITFunction.run."""
+    hand its launcher the same arguments, and both are timed. Then every Triton kernel of
+    the package (both chunked rules, the recurrent kernel, the MoE rows, the loss rows),
+    forward and backward, in bf16 and fp32: the same launches both ways, and once each key
+    has been launched, none through JITFunction.run."""
     import json
     import os
     import subprocess
@@ -64,9 +65,11 @@ def test_launch_mode_compares_tritons_path_with_the_direct_one(tmp_path):
     assert report["same_launcher_arguments"] is True
     assert report["jit_us_per_launch"] > 0 and report["direct_us_per_launch"] > 0
     assert len(report["direct_rounds_us"]) == 5
-    assert set(report["kernels"]) == {f"{rule}_{dtype}" for rule in ("gla", "delta")
+    cases = ("gla", "delta", "gla_recurrent", "rows", "loss")
+    assert set(report["kernels"]) == {f"{case}_{dtype}" for case in cases
                                       for dtype in ("bfloat16", "float32")}
     for row in report["kernels"].values():
-        assert row["launches"] >= 4 and row["same_launches"] is True
+        assert row["launches"] >= 1 and row["same_launches"] is True
         assert row["through_triton_when_repeated"] == 0
     assert "_chunk_bwd_kernel" in report["kernels"]["delta_float32"]["kernels"]
+    assert len(report["kernels"]["rows_float32"]["kernels"]) == 4

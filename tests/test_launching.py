@@ -366,3 +366,27 @@ def test_direct_launches_give_tritons_results(monkeypatch, rule, dtype):
             got = _run_gdn(rule, "chunk_triton", inputs)
             assert all(torch.equal(a, b) for a, b in zip(want, got, strict=True))
         assert not runs  # the second call: every kernel launched directly
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", list(CASES))
+def test_direct_launches_of_every_launching_function(monkeypatch, name):
+    """On a GPU, with DIRECT on, each case (every function of the package that launches a
+    kernel, forward and backward) gives Triton's launches' results bit for bit, and a
+    repeated call reaches no JITFunction.run."""
+    from triton.runtime.jit import JITFunction
+
+    runs = []
+    real = JITFunction.run
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, **k: runs.append(1) or
+                        real(self, *a, **k))
+    run, inputs = CASES[name]
+    base = inputs()
+    monkeypatch.setattr(launching, "DIRECT", False)
+    want = run([t.detach().clone().requires_grad_(t.requires_grad) for t in base])
+    monkeypatch.setattr(launching, "DIRECT", True)
+    for _ in range(2):
+        runs.clear()
+        got = run([t.detach().clone().requires_grad_(t.requires_grad) for t in base])
+        assert all(torch.equal(a, b) for a, b in zip(want, got, strict=True))
+    assert not runs

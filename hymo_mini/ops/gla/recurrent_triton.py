@@ -50,7 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
+from hymo_mini.launching import cdiv, direct, next_power_of_2, on_inputs_device
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
 
 __all__ = ["recurrent_gla_triton", "RecurrentGLAFunction", "CONFIGS", "INTERPRET"]
@@ -237,6 +237,11 @@ def _bwd_kernel(v, b, c, g, A, do, dht, ckpt, scratch, dv, db, dc, dg, dA, dh0, 
 # --------------------------------------------------------------------------------------
 # Launchers and the autograd wrapper
 # --------------------------------------------------------------------------------------
+# launched as Triton launches them, or with hymo_mini.launching.DIRECT by their compiled
+# launchers once compiled (hymo_mini.launching.Direct)
+_fwd_kernel, _bwd_kernel = direct(_fwd_kernel, _bwd_kernel)
+
+
 def _itemsize_key(v: torch.Tensor) -> int:
     return 2 if v.element_size() == 2 else 4
 
