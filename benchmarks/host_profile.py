@@ -38,9 +38,11 @@ GPU.
 through Triton's ``JITFunction.run`` and through ``hymo_mini.launching.Direct``, with a
 stand-in driver that loads and launches nothing, so that each path's host work up to the
 CUDA launcher is timed (``jit_us_per_launch``, ``direct_us_per_launch``), and whether both
-hand the launcher the same arguments; then every kernel of both chunked rules, forward and
+hand the launcher the same arguments; then every Triton kernel of the package, forward and
 backward, bf16 and fp32, compiled here and launched both ways (``kernels``: the same
-launches, and none through ``JITFunction.run`` once each key has been launched).
+launches, and none through ``JITFunction.run`` once each key has been launched); and each
+rule's forward as the mixer calls it, the package's host work and Triton's up to the
+launcher, with ``DIRECT`` off and on (``forwards``, µs per call).
 """
 
 from __future__ import annotations
@@ -358,6 +360,57 @@ def launch_kernels() -> dict:
     return out
 
 
+def launch_forwards(calls: int = 500, rounds: int = 5) -> dict:
+    """Host microseconds per forward as the mixer calls it (``torch.no_grad``, no value
+    check), each rule and dtype on small CPU tensors (``OWN_SHAPE``) with the GPU's
+    settings and the real kernels, compiled here and launched through Triton's own path to
+    a stand-in driver that launches nothing: the package's host work and Triton's up to the
+    CUDA launcher, with ``hymo_mini.launching.DIRECT`` off and on (the median of ``rounds``
+    rounds of ``calls``)."""
+    from triton.runtime.driver import driver
+
+    import hymo_mini.ops as ops
+    import hymo_mini.ops.gated_delta.chunk_triton as dct
+    import hymo_mini.ops.gla.chunk_triton as gct
+    from hymo_mini import launching
+
+    saved = (driver._active, launching.DIRECT, gct.INTERPRET, dct.INTERPRET,
+             [m.check_triton_device for m in (ops, gct, dct)])
+    driver.set_active(_StandInDriver())
+    gct.INTERPRET = dct.INTERPRET = False  # the GPU's settings
+    for module in (ops, gct, dct):  # the dispatcher would refuse CPU tensors
+        module.check_triton_device = lambda *args, **kwargs: None
+    out = {}
+    try:
+        for rule in ("gla", "delta"):
+            for dtype in (torch.bfloat16, torch.float32):
+                inputs, _ = make_inputs(*parse_shape(OWN_SHAPE), dtype, torch.device("cpu"))
+                v, b, c, g, A_log, beta = inputs
+                A = -torch.exp(A_log)
+                fn = dispatched(rule, "chunk_triton", False)
+                row = {}
+                for direct in (False, True):
+                    launching.DIRECT = direct
+                    times = []
+                    with torch.no_grad():
+                        for _ in range(20):  # compile, and each key's first launch
+                            fn(v, b, c, g, A, beta)
+                        for _ in range(rounds):
+                            start = time.perf_counter()
+                            for _ in range(calls):
+                                fn(v, b, c, g, A, beta)
+                            times.append((time.perf_counter() - start) / calls * 1e6)
+                    row["direct_us" if direct else "triton_us"] = sorted(times)[rounds // 2]
+                key = f"{rule}_{str(dtype).removeprefix('torch.')}_mixer"
+                out[key] = row
+                print(key, row, flush=True)
+    finally:
+        driver._active, launching.DIRECT, gct.INTERPRET, dct.INTERPRET, checks = saved
+        for module, check in zip((ops, gct, dct), checks, strict=True):
+            module.check_triton_device = check
+    return out
+
+
 class _NoLaunch:
     """Stands in for a Triton kernel: ``kernel[grid](...)`` does nothing."""
 
@@ -430,6 +483,7 @@ def main(argv=None):
                   **launch_paths(args.calls)}
         report["kernels"] = launch_kernels()
         print(report["kernels"], flush=True)
+        report["forwards"] = launch_forwards(max(1, args.calls // 40))
         Path(args.out).write_text(json.dumps(report, indent=1))
         return
     if args.own:

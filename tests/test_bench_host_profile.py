@@ -50,7 +50,8 @@ def test_launch_mode_compares_tritons_path_with_the_direct_one(tmp_path):
     hand its launcher the same arguments, and both are timed. Then every Triton kernel of
     the package (both chunked rules, the recurrent kernel, the MoE rows, the loss rows),
     forward and backward, in bf16 and fp32: the same launches both ways, and once each key
-    has been launched, none through JITFunction.run."""
+    has been launched, none through JITFunction.run. Last, each rule's forward as the mixer
+    calls it, through Triton's path and directly, timed."""
     import json
     import os
     import subprocess
@@ -73,3 +74,7 @@ def test_launch_mode_compares_tritons_path_with_the_direct_one(tmp_path):
         assert row["through_triton_when_repeated"] == 0
     assert "_chunk_bwd_kernel" in report["kernels"]["delta_float32"]["kernels"]
     assert len(report["kernels"]["rows_float32"]["kernels"]) == 4
+    assert set(report["forwards"]) == {f"{rule}_{dtype}_mixer" for rule in ("gla", "delta")
+                                       for dtype in ("bfloat16", "float32")}
+    assert all(row["triton_us"] > 0 and row["direct_us"] > 0
+               for row in report["forwards"].values())
