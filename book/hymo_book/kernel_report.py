@@ -524,3 +524,41 @@ def host_launch() -> list[dict]:
     runs = [load_result(BENCHMARKS_DIR / name) for name in HOST_LAUNCH_RUNS]
     return [{**run, "triton": run["environment"]["hardware"]["triton"],
              "caption": run_caption(run)} for run in runs]
+
+
+HOST_FORWARD_BEFORE = "host_forward_cpu_834c863_2026-12-05.json"  # the session's start
+
+
+def host_forward_table() -> CaptionedTable:
+    """The host's time per forward as the mixer calls it up to the CUDA launcher (the
+    package's work and Triton's launch path, a stand-in driver, this CPU): at the start of
+    the second session of 2026-12-05 (``HOST_FORWARD_BEFORE``, Triton's path) and at its
+    end under both Triton versions (``HOST_LAUNCH_RUNS``), through Triton and directly. A
+    row per (rule, dtype)."""
+    before = load_result(BENCHMARKS_DIR / HOST_FORWARD_BEFORE)
+    runs = [load_result(BENCHMARKS_DIR / name) for name in HOST_LAUNCH_RUNS]
+    versions = [run["environment"]["hardware"]["triton"] for run in runs]
+    rows = []
+    for key, start in before["forwards"].items():
+        rule, dtype, _ = key.split("_")
+        row = {"rule": rule, "dtype": dtype, "before_us": start["triton_us"]}
+        for version, run in zip(versions, runs, strict=True):
+            row[version] = {"triton_us": run["forwards"][key]["triton_us"],
+                            "direct_us": run["forwards"][key]["direct_us"]}
+        rows.append(row)
+    short = [v.rsplit(".0", 1)[0] if v.endswith(".0") else v for v in versions]
+    head = ("rule", "dtype", "start",
+            *(f"{how} ({v})" for v in short for how in ("via Triton", "direct")))
+    table = TextTable(
+        head,
+        [(r["rule"], r["dtype"], f"{r['before_us']:.1f}",
+          *(f"{r[v][k]:.1f}" for v in versions for k in ("triton_us", "direct_us")))
+         for r in rows],
+        title="µs of the host's work per forward as the mixer calls it, up to the CUDA "
+              "launcher (the package's and Triton's): at the session's start (its library, "
+              f"Triton {before['environment']['hardware']['triton']}) and now, launched "
+              "through Triton's JITFunction.run or directly, under each Triton version; a "
+              "CPU, small tensors, the real kernels, a stand-in driver",
+        align="ll" + "r" * (len(head) - 2))
+    caption = "\n".join(run_caption(r) for r in (before, *runs))
+    return CaptionedTable(table, caption, rows)

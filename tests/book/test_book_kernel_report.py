@@ -298,3 +298,16 @@ def test_run_info_reads_the_nested_hardware_of_record_header():
         "triton": "3.9"}}})
     assert info["hardware"] == "x86_64, 2 cores, 1 torch thread"
     assert info["versions"] == "torch 2.13, Triton 3.9" and info["command"] == "c"
+
+
+def test_the_host_forward_table_reads_the_start_and_both_versions():
+    """A row per (rule, dtype) of the session's start, and each Triton version's columns
+    through Triton and directly; directly is the faster in every row (what the harness
+    measured, read back)."""
+    table = kr.host_forward_table()
+    assert {(r["rule"], r["dtype"]) for r in table.rows} == {
+        (rule, dtype) for rule in ("gla", "delta") for dtype in ("bfloat16", "float32")}
+    for r in table.rows:
+        for version in ("3.9.0", "3.6.0"):
+            assert r[version]["direct_us"] < r[version]["triton_us"] < r["before_us"]
+    assert kr.HOST_FORWARD_BEFORE in table.caption
