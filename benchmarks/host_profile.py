@@ -48,6 +48,7 @@ launcher, with ``DIRECT`` off and on (``forwards``, µs per call).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -360,6 +361,49 @@ def launch_kernels() -> dict:
     return out
 
 
+@contextlib.contextmanager
+def _gpu_settings_on_cpu():
+    """The chunk launchers with the GPU's settings (INTERPRET off) and the dispatcher's
+    device check off (it would refuse CPU tensors), as they were afterwards."""
+    import hymo_mini.ops as ops
+    import hymo_mini.ops.gated_delta.chunk_triton as dct
+    import hymo_mini.ops.gla.chunk_triton as gct
+
+    modules = (ops, gct, dct)
+    saved = [m.check_triton_device for m in modules], (gct.INTERPRET, dct.INTERPRET)
+    for module in modules:
+        module.check_triton_device = lambda *args, **kwargs: None
+    gct.INTERPRET = dct.INTERPRET = False
+    try:
+        yield
+    finally:
+        for module, check in zip(modules, saved[0], strict=True):
+            module.check_triton_device = check
+        gct.INTERPRET, dct.INTERPRET = saved[1]
+
+
+def _own_inputs(dtype) -> tuple:
+    """(v, b, c, g, A, beta) on the CPU at OWN_SHAPE, A = -exp(A_log) computed."""
+    inputs, _ = make_inputs(*parse_shape(OWN_SHAPE), dtype, torch.device("cpu"))
+    v, b, c, g, A_log, beta = inputs
+    return v, b, c, g, -torch.exp(A_log), beta
+
+
+def _us_per_call(fn, args, calls: int, rounds: int, warmup: int) -> list[float]:
+    """Host µs per call of ``fn(*args)`` under torch.no_grad, each of ``rounds`` rounds of
+    ``calls`` calls, after ``warmup`` calls."""
+    times = []
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn(*args)
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn(*args)
+            times.append((time.perf_counter() - start) / calls * 1e6)
+    return times
+
+
 def launch_forwards(calls: int = 500, rounds: int = 5) -> dict:
     """Host microseconds per forward as the mixer calls it (``torch.no_grad``, no value
     check), each rule and dtype on small CPU tensors (``OWN_SHAPE``) with the GPU's
@@ -369,45 +413,26 @@ def launch_forwards(calls: int = 500, rounds: int = 5) -> dict:
     rounds of ``calls``)."""
     from triton.runtime.driver import driver
 
-    import hymo_mini.ops as ops
-    import hymo_mini.ops.gated_delta.chunk_triton as dct
-    import hymo_mini.ops.gla.chunk_triton as gct
     from hymo_mini import launching
 
-    saved = (driver._active, launching.DIRECT, gct.INTERPRET, dct.INTERPRET,
-             [m.check_triton_device for m in (ops, gct, dct)])
+    saved = driver._active, launching.DIRECT
     driver.set_active(_StandInDriver())
-    gct.INTERPRET = dct.INTERPRET = False  # the GPU's settings
-    for module in (ops, gct, dct):  # the dispatcher would refuse CPU tensors
-        module.check_triton_device = lambda *args, **kwargs: None
     out = {}
     try:
-        for rule in ("gla", "delta"):
-            for dtype in (torch.bfloat16, torch.float32):
-                inputs, _ = make_inputs(*parse_shape(OWN_SHAPE), dtype, torch.device("cpu"))
-                v, b, c, g, A_log, beta = inputs
-                A = -torch.exp(A_log)
-                fn = dispatched(rule, "chunk_triton", False)
-                row = {}
-                for direct in (False, True):
-                    launching.DIRECT = direct
-                    times = []
-                    with torch.no_grad():
-                        for _ in range(20):  # compile, and each key's first launch
-                            fn(v, b, c, g, A, beta)
-                        for _ in range(rounds):
-                            start = time.perf_counter()
-                            for _ in range(calls):
-                                fn(v, b, c, g, A, beta)
-                            times.append((time.perf_counter() - start) / calls * 1e6)
-                    row["direct_us" if direct else "triton_us"] = sorted(times)[rounds // 2]
-                key = f"{rule}_{str(dtype).removeprefix('torch.')}_mixer"
-                out[key] = row
-                print(key, row, flush=True)
+        with _gpu_settings_on_cpu():
+            for rule in ("gla", "delta"):
+                for dtype in (torch.bfloat16, torch.float32):
+                    args, fn = _own_inputs(dtype), dispatched(rule, "chunk_triton", False)
+                    row = {}
+                    for direct in (False, True):
+                        launching.DIRECT = direct  # 20 calls: compiles, each key's first
+                        times = _us_per_call(fn, args, calls, rounds, warmup=20)
+                        row["direct_us" if direct else "triton_us"] = sorted(times)[rounds // 2]
+                    key = f"{rule}_{str(dtype).removeprefix('torch.')}_mixer"
+                    out[key] = row
+                    print(key, row, flush=True)
     finally:
-        driver._active, launching.DIRECT, gct.INTERPRET, dct.INTERPRET, checks = saved
-        for module, check in zip((ops, gct, dct), checks, strict=True):
-            module.check_triton_device = check
+        driver._active, launching.DIRECT = saved
     return out
 
 
@@ -422,7 +447,6 @@ def own_calls(calls: int = 2000, rounds: int = 5) -> dict:
     """The package's own host microseconds per forward (see the module): for each rule and
     dtype, the median over ``rounds`` of ``calls`` calls, the kernels faked, the GPU's
     settings in force."""
-    import hymo_mini.ops as ops
     import hymo_mini.ops.gated_delta.chunk_triton as dct
     import hymo_mini.ops.gla.chunk_chain as gcc
     import hymo_mini.ops.gla.chunk_triton as gct
@@ -433,37 +457,22 @@ def own_calls(calls: int = 2000, rounds: int = 5) -> dict:
             if name.startswith("_") and name.endswith("_kernel"):
                 saved[(module, name)] = getattr(module, name)
                 setattr(module, name, _NoLaunch())
-    for module in (ops, gct, dct):  # the dispatcher would refuse CPU tensors
-        saved[(module, "check_triton_device")] = module.check_triton_device
-        module.check_triton_device = lambda *args, **kwargs: None
-    interpret = gct.INTERPRET, dct.INTERPRET
-    gct.INTERPRET = dct.INTERPRET = False  # the GPU's settings
     out = {}
     try:
-        for rule in ("gla", "delta"):
-            for dtype in (torch.bfloat16, torch.float32):
-                inputs, _ = make_inputs(*parse_shape(OWN_SHAPE), dtype, torch.device("cpu"))
-                v, b, c, g, A_log, beta = inputs
-                A = -torch.exp(A_log)
-                for how, fn in (("kernel", kernel_alone(rule)),
-                                ("mixer", dispatched(rule, "chunk_triton", False))):
-                    times = []
-                    with torch.no_grad():
-                        for _ in range(50):
-                            fn(v, b, c, g, A, beta)
-                        for _ in range(rounds):
-                            start = time.perf_counter()
-                            for _ in range(calls):
-                                fn(v, b, c, g, A, beta)
-                            times.append((time.perf_counter() - start) / calls * 1e6)
-                    key = f"{rule}_{str(dtype).removeprefix('torch.')}_{how}"
-                    out[key] = {"own_us_per_call": sorted(times)[rounds // 2],
-                                "rounds_us": times}
-                    print(key, out[key], flush=True)
+        with _gpu_settings_on_cpu():
+            for rule in ("gla", "delta"):
+                for dtype in (torch.bfloat16, torch.float32):
+                    args = _own_inputs(dtype)
+                    for how, fn in (("kernel", kernel_alone(rule)),
+                                    ("mixer", dispatched(rule, "chunk_triton", False))):
+                        times = _us_per_call(fn, args, calls, rounds, warmup=50)
+                        key = f"{rule}_{str(dtype).removeprefix('torch.')}_{how}"
+                        out[key] = {"own_us_per_call": sorted(times)[rounds // 2],
+                                    "rounds_us": times}
+                        print(key, out[key], flush=True)
     finally:
         for (module, name), kernel in saved.items():
             setattr(module, name, kernel)
-        gct.INTERPRET, dct.INTERPRET = interpret
     return out
 
 
