@@ -424,11 +424,12 @@ def test_the_walk_multiplies_in_ieee_where_the_forward_is_fp32_grade(monkeypatch
     """CONFIGS["walk_products"] = "ieee" replaces the forward's fp32-grade products in the
     walk alone (the GPU's default: faster there); TF32 (the opt-in) and 16-bit products stay,
     and "same" keeps the forward's everywhere."""
+    shipped = gdt.CONFIGS["walk_products"]  # (on a GPU ACTIVE is CONFIGS: read it first)
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), walk_products="ieee"))
     assert gdt._walk_precision(precision) == walk
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), walk_products="same"))
     assert gdt._walk_precision(precision) == precision
-    assert gdt.CONFIGS["walk_products"] == "ieee"
+    assert shipped == "ieee"
 
 
 def test_only_the_walk_takes_the_walks_products(monkeypatch):
