@@ -19,7 +19,8 @@ plain integer arithmetic: Triton's own ``triton.cdiv`` and ``triton.next_power_o
 constexpr functions in recent releases (usable inside kernels), and each call from the host
 goes through their wrapper, a few microseconds, several times a forward.
 
-**Launching a compiled kernel directly** (:class:`Direct`, off unless ``DIRECT`` is True).
+**Launching a compiled kernel directly** (:class:`Direct`, on while ``DIRECT`` is True, the
+default).
 ``kernel[grid](*args)`` goes through Triton's ``JITFunction.run`` every call: it binds the
 arguments, asks of each what the compiler specialises on (a tensor's dtype and whether its
 address is a multiple of 16; an integer's width, whether it is 1, whether it is a multiple
@@ -34,7 +35,10 @@ same questions Triton's does (``triton.backends.compiler.BaseBackend``: its tens
 integer specialisations), so a launch never reaches a kernel compiled for other arguments;
 an argument of any other type goes through Triton every time. It assumes what a model's
 forward leaves alone: Triton's debug and instrumentation switches, the kernel's globals and
-its pre-run hooks (with a hook, every call goes through Triton).
+its pre-run hooks (with a hook, every call goes through Triton). On an H100 (Triton 3.6,
+2026-12-05) every launching function gave Triton's launches' results bit for bit with it
+(tests/test_launching.py), and it cut the host's time to issue a forward by 12-20%
+(benchmarks/direct_ab_h100_2026-12-05.json); ``DIRECT = False`` launches through Triton.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import torch
 __all__ = ["on_device", "on_inputs_device", "cdiv", "next_power_of_2", "Direct", "direct",
            "DIRECT"]
 
-DIRECT = False  # launch compiled kernels directly (Direct): off until timed on a GPU
+DIRECT = True  # launch compiled kernels directly (Direct); False: through Triton every time
 
 
 def cdiv(a: int, b: int) -> int:

@@ -145,7 +145,7 @@ WALK_PRODUCTS = ("ieee", "same")
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
 # benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
 # at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
-CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto", "redo": False,
+CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto", "redo": True,
            "chain": dict(chunks=4, num_warps=1, num_stages=1),
            "wy_fwd": dict(num_warps=1, num_stages=1),
            "output": dict(num_warps=1, num_stages=1),
@@ -188,9 +188,13 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
 # slowest (three products per dot; compiled for one warp, the kernel spills registers):
 # book/results/delta_forward_chain_{b4t4096,b1t16384}_h200_2026-12-02.json.
 # "redo" (the one-launch forward without a backward to follow): form each chunk's W and Uv
-# again in the walk instead of storing them in memory between. On an H200 it cut the bf16
-# forward at four sequences of 4,096 steps and slowed it at one of 16,384
-# (book/results/delta_redo_*_h200_2026-12-03.json, delta_settings_*), so it stays off.
+# again in the walk instead of storing them in memory between (and allocate neither). On an
+# H200 on 2026-12-03 it cut the bf16 forward at four sequences of 4,096 steps and slowed it
+# at one of 16,384 (book/results/delta_redo_*_h200_2026-12-03.json); on the tree of
+# 2026-12-05, on an H100 (no H200 was lent), it cut the bf16 forward per call by 30% at
+# B4 T4096 H40 and by 19% at B1 T16384, twice each, alternated, forward + backward
+# untouched (it applies only without a backward): on
+# (book/results/delta_redo_{b4t4096,b1t16384}_h100_2026-12-05.json).
 CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_stages=1),
                  "chunk_bwd": dict(num_warps=1, num_stages=1),
                  "state_fwd": dict(split=16, num_warps=4, num_stages=3),
