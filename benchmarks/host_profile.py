@@ -214,6 +214,23 @@ class _StandInDriver:
         return GPUTarget("cuda", 90, 32)
 
 
+@contextlib.contextmanager
+def _stand_in():
+    """Triton's active driver replaced by ``_StandInDriver``, and
+    ``hymo_mini.launching.DIRECT`` as it was, afterwards."""
+    from triton.runtime.driver import driver
+
+    from hymo_mini import launching
+
+    saved = driver._active, launching.DIRECT
+    driver.set_active(_StandInDriver())
+    try:
+        yield
+    finally:
+        driver._active, launching.DIRECT = saved
+        _StandInDriver.record = None
+
+
 def launch_paths(calls: int = 20000, rounds: int = 5) -> dict:
     """Host microseconds per launch of ``_empty`` (13 arguments, 3 constexprs), compiled
     for sm90 on this machine, through Triton's ``JITFunction.run`` and through
@@ -221,46 +238,28 @@ def launch_paths(calls: int = 20000, rounds: int = 5) -> dict:
     with a stand-in driver that launches nothing (``_StandInDriver``): Triton's and our
     host work up to the launcher, not the launcher itself (its C code, which packs the
     arguments for CUDA). Also whether both paths hand the launcher the same arguments."""
-    from triton.runtime.driver import driver
-
     from hymo_mini import launching
 
     if not hasattr(_empty, "arg_names") or type(_empty).__name__ != "JITFunction":
         raise SystemExit("--launch needs Triton's compiler: run it without TRITON_INTERPRET=1")
-    saved, direct = driver._active, launching.DIRECT
-    driver.set_active(_StandInDriver())
-    launching.DIRECT = True
-    try:
+    with _stand_in():
+        launching.DIRECT = True
         x = torch.empty(16)
         args = (x,) * 11 + (4096, 160)
         wrapped = launching.Direct(_empty)
         paths = {"jit": lambda: _empty[(1,)](*args, X=1, Y=2, Z="a"),
                  "direct": lambda: wrapped[(1,)](*args, X=1, Y=2, Z="a")}
-        for launch in paths.values():  # compile, then the key's first launch
-            launch(), launch()
-        paths["jit"]()
-        by_jit = _StandInDriver.last
-        paths["direct"]()
-        by_direct = _StandInDriver.last
-        # the launch metadata (argument 6) is built anew each launch: compare its contents
-        same = (len(by_jit) == len(by_direct) and all(
-            (a is b) or (i == 6 and vars(a) == vars(b)) or
-            (not isinstance(a, torch.Tensor) and a == b)
-            for i, (a, b) in enumerate(zip(by_jit, by_direct, strict=True))))
-        out = {"same_launcher_arguments": bool(same)}
+        handed = {}
+        for name, launch in paths.items():  # compiles, the key's first launch, then one more
+            launch(), launch(), launch()
+            handed[name] = _launched(_StandInDriver.last)
+        out = {"same_launcher_arguments": handed["jit"] == handed["direct"]}
         for name, launch in paths.items():
-            times = []
-            for _ in range(rounds):
-                start = time.perf_counter()
-                for _ in range(calls):
-                    launch()
-                times.append((time.perf_counter() - start) / calls * 1e6)
+            times = _us_per_call(launch, (), calls, rounds, warmup=0)
             out[f"{name}_us_per_launch"] = sorted(times)[rounds // 2]
             out[f"{name}_rounds_us"] = times
-        print(out, flush=True)
-        return out
-    finally:
-        driver._active, launching.DIRECT = saved, direct
+    print(out, flush=True)
+    return out
 
 
 def _launched(args) -> list:
@@ -282,11 +281,8 @@ def launch_kernels() -> dict:
     launches went through ``JITFunction.run`` (none, if every one was direct). The stand-in
     driver is active meanwhile; the autograd Functions and the loss's row function are
     called directly (the dispatchers would refuse CPU tensors)."""
-    from triton.runtime.driver import driver
     from triton.runtime.jit import JITFunction
 
-    import hymo_mini.ops.gated_delta.chunk_triton as gdt
-    import hymo_mini.ops.gla.chunk_triton as gct
     from hymo_mini import launching
     from hymo_mini.loss_triton import softcap_ce_rows_triton
     from hymo_mini.moe_rows import row_maps
@@ -341,23 +337,21 @@ def launch_kernels() -> dict:
         one_call(case, dtype)
         return [(name, _launched(args)) for name, args in _StandInDriver.record], len(through)
 
-    out, saved = {}, (launching.DIRECT, driver._active, gct.INTERPRET, gdt.INTERPRET)
+    out = {}
     JITFunction.run = counted
-    driver.set_active(_StandInDriver())
-    gct.INTERPRET = gdt.INTERPRET = False  # the GPU's settings
     try:
-        for case in ("gla", "delta", "gla_recurrent", "rows", "loss"):
-            for dtype in (torch.bfloat16, torch.float32):
-                by_triton, _ = launches(case, dtype, False)
-                launches(case, dtype, True)  # each key's first launch: through Triton
-                direct, via_triton = launches(case, dtype, True)
-                out[f"{case}_{str(dtype).removeprefix('torch.')}"] = {
-                    "launches": len(by_triton), "kernels": sorted({n for n, _ in by_triton}),
-                    "same_launches": by_triton == direct,
-                    "through_triton_when_repeated": via_triton}
+        with _stand_in(), _gpu_settings_on_cpu():
+            for case in ("gla", "delta", "gla_recurrent", "rows", "loss"):
+                for dtype in (torch.bfloat16, torch.float32):
+                    by_triton, _ = launches(case, dtype, False)
+                    launches(case, dtype, True)  # each key's first launch: through Triton
+                    direct, via_triton = launches(case, dtype, True)
+                    out[f"{case}_{str(dtype).removeprefix('torch.')}"] = {
+                        "launches": len(by_triton), "kernels": sorted({n for n, _ in by_triton}),
+                        "same_launches": by_triton == direct,
+                        "through_triton_when_repeated": via_triton}
     finally:
-        JITFunction.run, _StandInDriver.record = real, None
-        launching.DIRECT, driver._active, gct.INTERPRET, gdt.INTERPRET = saved
+        JITFunction.run = real
     return out
 
 
@@ -411,28 +405,21 @@ def launch_forwards(calls: int = 500, rounds: int = 5) -> dict:
     a stand-in driver that launches nothing: the package's host work and Triton's up to the
     CUDA launcher, with ``hymo_mini.launching.DIRECT`` off and on (the median of ``rounds``
     rounds of ``calls``)."""
-    from triton.runtime.driver import driver
-
     from hymo_mini import launching
 
-    saved = driver._active, launching.DIRECT
-    driver.set_active(_StandInDriver())
     out = {}
-    try:
-        with _gpu_settings_on_cpu():
-            for rule in ("gla", "delta"):
-                for dtype in (torch.bfloat16, torch.float32):
-                    args, fn = _own_inputs(dtype), dispatched(rule, "chunk_triton", False)
-                    row = {}
-                    for direct in (False, True):
-                        launching.DIRECT = direct  # 20 calls: compiles, each key's first
-                        times = _us_per_call(fn, args, calls, rounds, warmup=20)
-                        row["direct_us" if direct else "triton_us"] = sorted(times)[rounds // 2]
-                    key = f"{rule}_{str(dtype).removeprefix('torch.')}_mixer"
-                    out[key] = row
-                    print(key, row, flush=True)
-    finally:
-        driver._active, launching.DIRECT = saved
+    with _stand_in(), _gpu_settings_on_cpu():
+        for rule in ("gla", "delta"):
+            for dtype in (torch.bfloat16, torch.float32):
+                args, fn = _own_inputs(dtype), dispatched(rule, "chunk_triton", False)
+                row = {}
+                for direct in (False, True):
+                    launching.DIRECT = direct  # 20 calls: compiles, each key's first
+                    times = _us_per_call(fn, args, calls, rounds, warmup=20)
+                    row["direct_us" if direct else "triton_us"] = sorted(times)[rounds // 2]
+                key = f"{rule}_{str(dtype).removeprefix('torch.')}_mixer"
+                out[key] = row
+                print(key, row, flush=True)
     return out
 
 

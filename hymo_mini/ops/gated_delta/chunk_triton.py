@@ -192,8 +192,8 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
 # H200 on 2026-12-03 it cut the bf16 forward at four sequences of 4,096 steps and slowed it
 # at one of 16,384 (book/results/delta_redo_*_h200_2026-12-03.json); on the tree of
 # 2026-12-05, on an H100 (no H200 was lent), it cut the bf16 forward per call by 30% at
-# B4 T4096 H40 and by 19% at B1 T16384, twice each, alternated, forward + backward
-# untouched (it applies only without a backward): on
+# B4 T4096 H40 and by 19% at B1 T16384, alternated, forward + backward untouched (it
+# applies only without a backward), so it is on
 # (book/results/delta_redo_{b4t4096,b1t16384}_h100_2026-12-05.json).
 CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_stages=1),
                  "chunk_bwd": dict(num_warps=1, num_stages=1),
@@ -221,14 +221,14 @@ def _config(name: str, half: bool = False):
     return CONFIGS[name]
 
 
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg")
+
+
 def _launch(name: str, half: bool = False) -> dict:
     """num_warps, num_stages and, if set, maxnreg (a cap on the registers per thread that
     lets more programs share an SM) of one kernel."""
     cfg = _config(name, half)
     return {k: cfg[k] for k in _LAUNCH_OPTIONS if k in cfg}
-
-
-_LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg")
 
 
 def _half(v) -> bool:
@@ -397,6 +397,10 @@ def _precision(v, b, c, forward: bool) -> str:
                             interpret=INTERPRET, fp32_products=_config("fp32_products"))
 
 
+def _start_state(initial_state):
+    return initial_state.contiguous().float() if initial_state is not None else None
+
+
 def _final_state(ht, v):
     return ht.double() if ht is not None and v.dtype == torch.float64 else ht
 
@@ -406,8 +410,7 @@ def _forward_alone(v, b, c, g, A, beta, initial_state, output_final_state):
     """What ``ChunkGatedDeltaFunction`` returns when no backward can follow, without an
     autograd Function around it (its bookkeeping costs host time and buys nothing here)."""
     v, b, c, g, A, beta = (t.contiguous() for t in (v, b, c, g, A, beta))
-    h0 = initial_state.contiguous().float() if initial_state is not None else None
-    o, ht, *_ = _forward(v, b, c, g, A, beta, h0, output_final_state,
+    o, ht, *_ = _forward(v, b, c, g, A, beta, _start_state(initial_state), output_final_state,
                          _precision(v, b, c, forward=True), keep=False)
     return o, _final_state(ht, v)
 
@@ -419,7 +422,7 @@ class ChunkGatedDeltaFunction(torch.autograd.Function):
     @on_inputs_device
     def forward(ctx, v, b, c, g, A, beta, initial_state, output_final_state, grad_mode=True):
         v, b, c, g, A, beta = (t.contiguous() for t in (v, b, c, g, A, beta))
-        h0 = initial_state.contiguous().float() if initial_state is not None else None
+        h0 = _start_state(initial_state)
         precision = _precision(v, b, c, forward=False)
         forward_precision = _precision(v, b, c, forward=True)
         # grad_mode: whether autograd was recording where the caller applied this (inside
@@ -469,9 +472,7 @@ def chunk_gated_delta_triton(v, b, c, g, A, beta, initial_state=None, output_fin
                         "gated_delta_rule(..., backend='chunk_torch')")
     if v.shape[1] == 0:
         o, state = empty_sequence(v, b, initial_state, output_final_state)
-        if state is not None and v.dtype == torch.float64:
-            state = state.double()
-        return o, state
+        return o, _final_state(state, v)
     if not needs_graph(v, b, c, g, A, beta, initial_state):
         return _forward_alone(v, b, c, g, A, beta, initial_state, bool(output_final_state))
     return ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, initial_state,

@@ -418,8 +418,8 @@ def _start_state(initial_state):
 @on_inputs_device
 def _forward_alone(v, b, c, g, A, initial_state, output_final_state):
     """What ``ChunkGLAFunction`` returns when no backward can follow, without an autograd
-    Function around it: its bookkeeping was a third of the package's own host time per
-    forward (benchmarks/host_profile.py --own)."""
+    Function around it: its bookkeeping was about a quarter of the package's own host time
+    per forward as the mixer calls it (benchmarks/host_profile.py --own)."""
     v, b, c, g, A = (t.contiguous() for t in (v, b, c, g, A))
     o, _, ht, _ = _forward(v, b, c, g, A, _start_state(initial_state), output_final_state,
                            False, _precision(v, b, c, forward=True))
