@@ -162,7 +162,7 @@ def gla_chain(dtype: str, pairs: str, reach: int = 1) -> tuple:
     return _chain_fwd_kernel, sig, consts
 
 
-def delta_chain(dtype: str, pairs: str, keep: bool, redo: bool = False) -> tuple:
+def delta_chain(dtype: str, pairs: str, keep: bool, redo: str = "none") -> tuple:
     """The delta rule's forward in one launch, stretches of 8 chunks of 16 steps."""
     from hymo_mini.ops.gated_delta.chunk_chain import _chain_fwd_kernel
     io = _io(dtype)
@@ -204,8 +204,8 @@ def cases() -> dict:
                  reach=4), lambda d=dtype: gla_chain(d, "product", 4))
         out[f"delta_chain_{dtype}_product_redo"] = (
             dict(kernel="gated_delta chunk_chain._chain_fwd_kernel", dtype=dtype,
-                 pairs="product", keep=False, redo=True),
-            lambda d=dtype: delta_chain(d, "product", False, True))
+                 pairs="product", keep=False, redo="all"),
+            lambda d=dtype: delta_chain(d, "product", False, "all"))
         for pairs, keep in (("levels", True), ("levels", False), ("product", True),
                             ("product", False)):
             out[f"delta_chain_{dtype}_{pairs}_{'keep' if keep else 'lean'}"] = (

@@ -320,12 +320,13 @@ def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch, forward
 
 @pytest.mark.triton
 @pytest.mark.parametrize("forward, redo", [("passes", False), ("chain", False),
-                                           ("chain", True)])
+                                           ("chain", True), ("chain", "inverse")])
 def test_forward_without_autograd_keeps_nothing(monkeypatch, forward, redo):
     """Under torch.no_grad (or with no input needing a gradient) the forward forms only
     what its outputs need: the same o and final state, bit for bit, as a call that keeps
     the backward's tensors, and nothing saved on the graph. With "redo" the one-launch
-    forward forms W and Uv a second time instead of storing them: the same bits."""
+    forward forms W and Uv a second time instead of storing them (from the chunk's keys,
+    or from the (I + M)⁻¹ it kept): the same bits."""
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward=forward, redo=redo,
                                           chain=dict(chunks=2, num_warps=1, num_stages=1)))
     leaves = make_leaves(1, 70, 2, 24, 20, torch.float32)
@@ -336,6 +337,14 @@ def test_forward_without_autograd_keeps_nothing(monkeypatch, forward, redo):
     assert kept[0].grad_fn is not None and lean[0].grad_fn is None
     detached = kernel(*(t.detach() for t in leaves), True)  # no input needs a gradient
     assert all(torch.equal(x, y) for x, y in zip(kept, detached, strict=True))
+
+
+def test_redo_setting_checked(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward="chain",
+                                          redo="inverses"))
+    with torch.no_grad(), pytest.raises(ValueError, match=r"CONFIGS\['redo'\].*'inverse'"):
+        chunk_gated_delta_triton(*(t.detach() for t in make_leaves(1, 4, 1, 3, 3,
+                                                                   torch.float32)))
 
 
 def test_pairs_setting_checked(monkeypatch):

@@ -79,7 +79,9 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
     flags[1 + k·BH + bh] is raised once the state stretch k + 1 starts with is stored, as
     hs[bh, (k + 1)·NB]. If KEEP (the backward will run), hs[bh, j] receives every chunk
     j's start state, u every chunk's U, and mk, ti every chunk's Mk and (I + M)⁻¹; without
-    it only the states handed on are stored, and u, w keep Uv and W for step 3 alone.
+    it only the states handed on are stored, and what step 3 reads of step 1 depends on
+    REDO: "none", u and w keep Uv and W; "all", nothing is kept and step 3 solves each
+    chunk again; "inverse", ti keeps each (I + M)⁻¹ and step 3 forms W and Uv from it.
 
     PAIRS = "product" (the first of two launches) takes a stretch by one product per chunk
     only if its chunks fit (``_chunk_fits``) and every stretch before it was taken here;
@@ -129,11 +131,12 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
         if KEEP:
             tl.store(mk + p_tt + j * BT * BT, b_Mk)
+        if KEEP or REDO == "inverse":
             tl.store(ti + p_tt + j * BT * BT, b_Ti)
         b_w = _dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # [BT, BS] W
         b_uv = _dot(b_Ti, b_v * b_beta[:, None], PRECISION)  # [BT, BD] Uv
         o_row = row0 + o_t[:, None] * H  # [BT, 1]
-        if not REDO:
+        if REDO == "none":
             tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
             tl.store(u + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])
         b_G = tl.exp2(b_lend * b_A2)[:, None]  # [BS, 1] Γ_C
@@ -167,12 +170,15 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
         b_l, b_lend = _gate_sums(b_g, o_i, BT)
         b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        if REDO:  # W and Uv formed again, as in step 1
+        if REDO != "none":  # W and Uv formed again, as in step 1
             b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)
             b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
-            b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT,
-                                PAIRS == "product", PRECISION)
-            b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
+            if REDO == "inverse":  # from the (I + M)⁻¹ step 1 kept
+                b_Ti = tl.load(ti + p_tt + j * BT * BT)  # [BT, BT]
+            else:  # from the chunk's keys, solved again
+                b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                    PAIRS == "product", PRECISION)
+                b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
             b_w = _dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # W
             b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
             b_u = _dot(b_Ti, b_v * b_beta[:, None], PRECISION)  # Uv

@@ -141,6 +141,11 @@ PAIRS = ("levels", "auto")
 # the forward's own ("tf32x3" or "bf16x6"). Only the walk: the group kernels and the
 # in-chunk kernels were slower in IEEE.
 WALK_PRODUCTS = ("ieee", "same")
+# what the one-launch forward without a backward to follow keeps between composing its
+# stretch's map and walking it (CONFIGS["redo"] -> the kernel's REDO): False, each chunk's W
+# and Uv (4 KiB a chunk in fp32); True, nothing (the walk solves each chunk again);
+# "inverse", each chunk's (I + M)⁻¹ (1 KiB), from which the walk forms W and Uv again
+REDOS = {False: "none", True: "all", "inverse": "inverse"}
 # Launch settings per kernel. "split": value columns per sequential program of the
 # chunk-to-chunk passes; "inverse": one of INVERSES. Chosen on an H200 by
 # benchmarks/gated_delta_profile.py (book/results/gated_delta_sweep_h200_2026-12-02.json):
@@ -288,14 +293,17 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
     in_chunk = dict(**sizes, BD=BD, LOG2_BT=sizes["BT"].bit_length() - 1, PRECISION=precision)
     forward = _config("forward", half)
     one_of(forward, "CONFIGS['forward']", FORWARDS)
-    redo = bool(forward == "chain" and not keep and _config("redo"))
+    one_of(_config("redo"), "CONFIGS['redo']", tuple(REDOS))
+    redo = REDOS[_config("redo")] if forward == "chain" and not keep else "none"
     BT = sizes["BT"]
     pairs = _config("pairs")
     if keep:
         mk, ti = (v.new_empty(B * H, NC, BT, BT, dtype=torch.float32) for _ in range(2))
     else:  # placeholders the kernels do not touch
         mk = ti = v.new_empty(1, dtype=torch.float32)
-    if redo:  # nothing stores U or W: the placeholder again
+    if redo == "inverse":  # the one thing kept between the stretch's two steps
+        ti = v.new_empty(B * H, NC, BT, BT, dtype=torch.float32)
+    if redo != "none":  # nothing stores U or W: the placeholder again
         u = w = mk
     else:
         u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
