@@ -206,6 +206,10 @@ def cases() -> dict:
             dict(kernel="gated_delta chunk_chain._chain_fwd_kernel", dtype=dtype,
                  pairs="product", keep=False, redo="all"),
             lambda d=dtype: delta_chain(d, "product", False, "all"))
+        out[f"delta_chain_{dtype}_product_redo_inverse"] = (
+            dict(kernel="gated_delta chunk_chain._chain_fwd_kernel", dtype=dtype,
+                 pairs="product", keep=False, redo="inverse"),
+            lambda d=dtype: delta_chain(d, "product", False, "inverse"))
         for pairs, keep in (("levels", True), ("levels", False), ("product", True),
                             ("product", False)):
             out[f"delta_chain_{dtype}_{pairs}_{'keep' if keep else 'lean'}"] = (
