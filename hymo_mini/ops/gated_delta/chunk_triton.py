@@ -152,8 +152,12 @@ REDOS = {False: "none", True: "all", "inverse": "inverse"}
 # at 32 steps a chunk the backward kernel spilled registers at every warp count tried.
 CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto", "redo": True,
            "chain": dict(chunks=4, num_warps=1, num_stages=1),
-           "wy_fwd": dict(num_warps=1, num_stages=1),
-           "output": dict(num_warps=1, num_stages=1),
+           # wy_fwd and output capped at 128 registers: on an H100 the fp32 forward took
+           # 3.3% less a call at B4 T4096 H40 and 2-3% less at B1 T16384, alternated twice
+           # (the walk capped too was 52% slower in groups at B1; it stays uncapped)
+           # (book/results/delta_cap_*_h100_2026-12-05.json, delta_cap2_*)
+           "wy_fwd": dict(num_warps=1, num_stages=1, maxnreg=128),
+           "output": dict(num_warps=1, num_stages=1, maxnreg=128),
            "du_local": dict(num_warps=1, num_stages=1),
            "chunk_bwd": dict(num_warps=4, num_stages=1),
            "state_fwd": dict(split=16, num_warps=2, num_stages=3),
