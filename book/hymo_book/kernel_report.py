@@ -562,3 +562,82 @@ def host_forward_table() -> CaptionedTable:
         align="ll" + "r" * (len(head) - 2))
     caption = "\n".join(run_caption(r) for r in (before, *runs))
     return CaptionedTable(table, caption, rows)
+
+
+# --------------------------------------------------------------------------------------
+# The delta forward as shipped, both floors, on the card that was lent
+# --------------------------------------------------------------------------------------
+# one run on an H100 (no H200 was lent, and no device time was left for fla's autotuning),
+# third session of 2026-12-05, tree 46a9ae9 (redo on, Direct on, the fp32 forward's register
+# caps): the delta rule's forward as the mixer calls it at both benchmark shapes and dtypes,
+# with the copy of the bytes moved once and the clone of them (the issue's floor) timed in
+# the same run; fp32 also with the TF32 opt-in
+DELTA_FORWARDS_RUN = "delta_forwards_h100_2026-12-05.json"
+# the same card, tree 89644a8: the one-launch forward's changes alternated with the default
+# (keep only (I + M)^-1 between the two steps; stretches of 16 and of 4 chunks), bf16
+DELTA_STRETCH_RUNS = ("delta_stretch_b4t4096_h100_2026-12-05.json",
+                      "delta_stretch_b1t16384_h100_2026-12-05.json")
+# and the fp32 forward with its in-chunk kernels capped at 128 registers, alternated:
+# every kernel of the forward (walk included), then wy_fwd and output alone
+DELTA_CAP_RUNS = {"all three": ("delta_cap_b4t4096_h100_2026-12-05.json",
+                                "delta_cap_b1t16384_h100_2026-12-05.json"),
+                  "wy_fwd and output": ("delta_cap2_b4t4096_h100_2026-12-05.json",
+                                        "delta_cap2_b1t16384_h100_2026-12-05.json")}
+_DELTA_BACKENDS = {"chunk_triton": "as the mixer calls it",
+                   "chunk_triton_kernel_tf32": "TF32 opt-in, the kernel alone"}
+
+
+def delta_forwards() -> CaptionedTable:
+    """The delta forward of ``DELTA_FORWARDS_RUN`` against both floors: a row per (shape,
+    dtype, backend) with its time, the copy of the bytes moved once and the clone of them
+    (each measured in the run), the two ratios and their verdicts against the 4x limit."""
+    run = load_result(DELTA_FORWARDS_RUN, need=("peers",))
+    limit = DELTA_TARGETS["fwd_over_floor"]
+    rows = []
+    for e in run["peers"].values():
+        for backend, words in _DELTA_BACKENDS.items():
+            if backend not in e["results"]:
+                continue
+            ms = e["results"][backend]["fwd_ms"]
+            rows.append({"shape": f"B{e['B']} T{e['T']} H{e['H']}", "dtype": e["dtype"],
+                         "backend": backend, "how": words, "fwd_ms": ms,
+                         "copy_ms": e["copy_floor_ms"], "clone_ms": e["clone_floor_ms"],
+                         "over_copy": ms / e["copy_floor_ms"],
+                         "over_clone": ms / e["clone_floor_ms"], "limit": limit})
+    for r in rows:
+        r["met"] = {"copy": r["over_copy"] <= limit, "clone": r["over_clone"] <= limit}
+
+    def verdict(r, key):
+        return f"{r['over_' + key]:.2f}x {'met' if r['met'][key] else 'missed'}"
+
+    table = TextTable(
+        ("shape", "dtype", "call", "fwd ms", "copy once / clone ms",
+         f"fwd / copy once ({limit:g}x)", f"fwd / clone ({limit:g}x)"),
+        [(r["shape"], r["dtype"], r["how"], f"{r['fwd_ms']:.3f}",
+          f"{r['copy_ms']:.3f} / {r['clone_ms']:.3f}", verdict(r, "copy"),
+          verdict(r, "clone")) for r in rows],
+        title="The delta forward against both floors, one run: the bytes it must move "
+              "once (read the inputs, write o), and a clone of them (each read and written, "
+              "the floor the issue quotes)",
+        align="lllrrrr")
+    return CaptionedTable(table, run_caption(run), rows)
+
+
+def forward_change_ratios(runs, dtype: str) -> dict:
+    """Per change of ``runs`` (gated_delta_profile.py --delta-forward-changes, the default
+    '{}' alternated with the others): {shape key: {change as JSON: [its per-call time over
+    the default's, one per alternation]}}; a change's i-th time is set against the mean of
+    the default's times (there is one default per alternation round or more)."""
+    import json
+
+    out = {}
+    for name in runs:
+        rows = load_result(name)["delta_forward_changes"]["changes"]
+        times = {}
+        for r in rows:
+            times.setdefault(json.dumps(r["change"], sort_keys=True), []).append(
+                r["forward"][dtype]["fwd_ms"])
+        base = times.pop("{}")
+        mean = sum(base) / len(base)
+        out[name.split("_")[-3]] = {k: [t / mean for t in v] for k, v in times.items()}
+    return out

@@ -153,7 +153,8 @@ REDOS = {False: "none", True: "all", "inverse": "inverse"}
 CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto", "redo": True,
            "chain": dict(chunks=4, num_warps=1, num_stages=1),
            # wy_fwd and output capped at 128 registers: on an H100 the fp32 forward took
-           # 3.3% less a call at B4 T4096 H40 and 2-3% less at B1 T16384, alternated twice
+           # 3.2-3.5% less a call at B4 T4096 H40 and 2.0-2.9% less at B1 T16384, alternated
+           # twice
            # (the walk capped too was 52% slower in groups at B1; it stays uncapped)
            # (book/results/delta_cap_*_h100_2026-12-05.json, delta_cap2_*)
            "wy_fwd": dict(num_warps=1, num_stages=1, maxnreg=128),
@@ -203,7 +204,10 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
 # 2026-12-05, on an H100 (no H200 was lent), it cut the bf16 forward per call by 30% at
 # B4 T4096 H40 and by 19% at B1 T16384, alternated, forward + backward untouched (it
 # applies only without a backward), so it is on
-# (book/results/delta_redo_{b4t4096,b1t16384}_h100_2026-12-05.json).
+# (book/results/delta_redo_{b4t4096,b1t16384}_h100_2026-12-05.json). "inverse" (keep each
+# chunk's (I + M)⁻¹ and form W and Uv from it) was slower there: 1.13x the time a call at B4,
+# 1.05x at B1 (book/results/delta_stretch_{b4t4096,b1t16384}_h100_2026-12-05.json, where
+# stretches of 16 or 4 chunks were no faster than 8 either).
 CONFIGS_16BIT = {"forward": "chain", "chain": dict(chunks=8, num_warps=1, num_stages=1),
                  "chunk_bwd": dict(num_warps=1, num_stages=1),
                  "state_fwd": dict(split=16, num_warps=4, num_stages=3),
