@@ -127,7 +127,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 35 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 37 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
     auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
@@ -141,7 +141,8 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     written = [e["targets"]["chunk_triton"] for _, e in picked.values()
                if "fla_chunk_kda" in e["results"]]
     delta = [r for r in summary.rows if r["target"].startswith("delta")
-             and not r["target"].endswith(("latest", '"auto"', "final tree"))]
+             and not r["target"].endswith(("latest", '"auto"', "final tree"))
+             and "as shipped" not in r["target"]]
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
@@ -238,7 +239,8 @@ def test_the_gla_fp32_runs_time_both_precisions_beside_chunk_gla(run):
 def test_the_later_fp32_run_ends_the_summary():
     """The summary's two rows of the gla kernel alone read the later run (the backward's six
     bf16 products, the tree as it stands) at its worst shapes; every final-tree row comes
-    after all the others (chapter 21 says "the last N rows")."""
+    after all the others but the last rows, the delta forward as it ships (chapter 21 says
+    "the N rows before the last M")."""
     both = kr.tf32_beside_peer(kr.GLA_BF16X6_RUN)
     summary = kr.targets_summary()
     rows = {r["target"]: r for r in summary.rows}
@@ -246,9 +248,41 @@ def test_the_later_fp32_run_ends_the_summary():
         row = rows[f"gla: forward + backward / fla chunk_gla, {words}, final tree"]
         assert row["worst"] == max(r[key]["fwdbwd_ratio"] for r in both.rows)
         assert row["met"] == all(r[key]["met"] for r in both.rows)
-    final = [r["target"].endswith("final tree") for r in summary.rows]
+    shipped = sum("as shipped" in r["target"] for r in summary.rows)
+    assert shipped == 2 and all("as shipped" in r["target"] for r in summary.rows[-shipped:])
+    final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped]]
     assert final == sorted(final) and sum(final) == 11
     assert kr.GLA_BF16X6_RUN in summary.caption
+
+
+def test_the_shipped_delta_forward_against_both_floors():
+    """Each row's ratios are its time over the run's own floors, the clone about twice the
+    copy once, and the summary's two rows take the worst of the mixer's calls."""
+    floors = kr.delta_forwards()
+    run = results.load_result(kr.DELTA_FORWARDS_RUN)
+    assert len(floors.rows) == sum(len(e["results"]) for e in run["peers"].values())
+    for r in floors.rows:
+        assert r["over_copy"] == pytest.approx(r["fwd_ms"] / r["copy_ms"])
+        assert r["over_clone"] == pytest.approx(r["fwd_ms"] / r["clone_ms"])
+        assert 1.5 < r["clone_ms"] / r["copy_ms"] < 2.5
+        assert r["met"] == {"copy": r["over_copy"] <= 4.0, "clone": r["over_clone"] <= 4.0}
+    mixer = [r for r in floors.rows if r["backend"] == "chunk_triton"]
+    rows = [r for r in kr.targets_summary().rows if "as shipped" in r["target"]]
+    assert [r["worst"] for r in rows] == [max(m["over_copy"] for m in mixer),
+                                          max(m["over_clone"] for m in mixer)]
+    assert [r["met"] for r in rows] == [all(m["met"]["copy"] for m in mixer),
+                                        all(m["met"]["clone"] for m in mixer)]
+
+
+def test_forward_change_ratios_set_each_change_against_the_default():
+    ratios = kr.forward_change_ratios(kr.DELTA_STRETCH_RUNS, "bfloat16")
+    assert set(ratios) == {"b4t4096", "b1t16384"}
+    rows = results.load_result(kr.DELTA_STRETCH_RUNS[0])["delta_forward_changes"]["changes"]
+    base = [r["forward"]["bfloat16"]["fwd_ms"] for r in rows if r["change"] == {}]
+    inverse = [r["forward"]["bfloat16"]["fwd_ms"] for r in rows
+               if r["change"] == {"redo": "inverse"}]
+    assert ratios["b4t4096"][json.dumps({"redo": "inverse"})] == pytest.approx(
+        [t / (sum(base) / len(base)) for t in inverse])
 
 
 def test_the_fp32_products_table_reads_both_calls():
