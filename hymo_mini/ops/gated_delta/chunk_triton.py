@@ -154,8 +154,7 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            "chain": dict(chunks=4, num_warps=1, num_stages=1),
            # wy_fwd and output capped at 128 registers: on an H100 the fp32 forward took
            # 3.2-3.5% less a call at B4 T4096 H40 and 2.0-2.9% less at B1 T16384, alternated
-           # twice
-           # (the walk capped too was 52% slower in groups at B1; it stays uncapped)
+           # twice; the walk capped too took 53% longer in groups at B1, so it stays uncapped
            # (book/results/delta_cap_*_h100_2026-12-05.json, delta_cap2_*)
            "wy_fwd": dict(num_warps=1, num_stages=1, maxnreg=128),
            "output": dict(num_warps=1, num_stages=1, maxnreg=128),
