@@ -52,10 +52,12 @@ def _unit_lower_inverse_levels(b_M, o_i, LOG2_BT: tl.constexpr, PRECISION: tl.co
     """(I + M)⁻¹ for a strictly lower-triangular M [BT, BT] by merging diagonal blocks:
     with T the inverse on blocks of 2^k steps, a block of 2^(k+1) is [[A, 0], [C, B]] and
     its inverse [[A⁻¹, 0], [-B⁻¹ C A⁻¹, B⁻¹]], so T ← T - T M_k T, M_k holding the C
-    blocks of level k. LOG2_BT levels of two products each, no sequential row loop."""
+    blocks of level k. At level 0, T = I and the update is T = I - M_0, with no product;
+    each later level takes two, and there is no sequential row loop."""
     i, j = o_i[:, None], o_i[None, :]
-    b_T = tl.where(i == j, 1.0, 0.0)  # [BT, BT] the inverse on blocks of one step
-    for k in tl.static_range(LOG2_BT):
+    m_0 = ((i >> 1) == (j >> 1)) & ((i & 1) == 1) & ((j & 1) == 0)  # step 2r+1 on 2r
+    b_T = tl.where(i == j, 1.0, 0.0) - tl.where(m_0, b_M, 0.0)  # [BT, BT] blocks of two
+    for k in tl.static_range(1, LOG2_BT):
         m_k = ((i >> (k + 1)) == (j >> (k + 1))) & (((i >> k) & 1) == 1) & (((j >> k) & 1) == 0)
         b_TM = _dot(b_T, tl.where(m_k, b_M, 0.0), PRECISION)  # [BT, BT]
         b_T -= _dot(b_TM, b_T, PRECISION)
