@@ -11,6 +11,7 @@ the package's loop, and the times measured in one run. Chapter 20 (the claims) a
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from hymo_book import kernel_forward, kernel_settings
@@ -290,12 +291,11 @@ def targets_summary() -> CaptionedTable:
     # the delta forward as it ships now, both floors, on the card lent (the last section)
     shipped = delta_forwards()
     mixer = [r for r in shipped.rows if r["backend"] == "chunk_triton"]
-    card = load_result(DELTA_FORWARDS_RUN)["environment"]["gpu"]
     for key, words in (("copy", "a copy of its bytes"),
                        ("clone", "the issue's copy floor (its bytes read and written)")):
         worst = max(mixer, key=lambda r: r["over_" + key])
         within = [f"{r['shape']} {r['dtype']}" for r in mixer if r["met"][key]]
-        rows.append({"target": f"delta: forward / {words}, as shipped, on an {card}",
+        rows.append({"target": f"delta: forward / {words}, as shipped, on an {worst['gpu']}",
                      "limit": worst["limit"], "worst": worst["over_" + key],
                      "met": len(within) == len(mixer),
                      "where": f"as the mixer calls it, {worst['shape']} {worst['dtype']}, worst "
@@ -605,9 +605,10 @@ _DELTA_BACKENDS = {"chunk_triton": "as the mixer calls it",
 def delta_forwards() -> CaptionedTable:
     """The delta forward of ``DELTA_FORWARDS_RUN`` against both floors: a row per (shape,
     dtype, backend) with its time, the copy of the bytes moved once and the clone of them
-    (each measured in the run), the two ratios and their verdicts against the 4x limit."""
+    (each measured in the run), the two ratios and their verdicts against the 4x limit,
+    and the run's GPU."""
     run = load_result(DELTA_FORWARDS_RUN, need=("peers",))
-    limit = DELTA_TARGETS["fwd_over_floor"]
+    limit, gpu = DELTA_TARGETS["fwd_over_floor"], run["environment"]["gpu"]
     rows = []
     for e in run["peers"].values():
         for backend, words in _DELTA_BACKENDS.items():
@@ -618,7 +619,8 @@ def delta_forwards() -> CaptionedTable:
                          "backend": backend, "how": words, "fwd_ms": ms,
                          "copy_ms": e["copy_floor_ms"], "clone_ms": e["clone_floor_ms"],
                          "over_copy": ms / e["copy_floor_ms"],
-                         "over_clone": ms / e["clone_floor_ms"], "limit": limit})
+                         "over_clone": ms / e["clone_floor_ms"], "limit": limit,
+                         "gpu": gpu})
     for r in rows:
         r["met"] = {"copy": r["over_copy"] <= limit, "clone": r["over_clone"] <= limit}
 
@@ -639,20 +641,18 @@ def delta_forwards() -> CaptionedTable:
 
 
 def forward_change_ratios(runs, dtype: str) -> dict:
-    """Per change of ``runs`` (gated_delta_profile.py --delta-forward-changes, the default
-    '{}' alternated with the others): {shape key: {change as JSON: [its per-call time over
-    the default's, one per alternation]}}; a change's i-th time is set against the mean of
-    the default's times (there is one default per alternation round or more)."""
-    import json
-
+    """Per change of the delta runs ``runs`` (gated_delta_profile.py --delta-forward-changes,
+    the setting in use, '{}', alternated with the others), read by
+    ``kernel_settings.settings_table``: {shape: {change as JSON: [its per-call time over
+    the mean of the setting in use's, one per alternation]}}."""
+    table = kernel_settings.settings_table({"delta": runs}, {dtype: dtype})
+    times: dict[str, dict[str, list[float]]] = {}
+    for r in table.rows:
+        times.setdefault(r["shape"], {}).setdefault(
+            json.dumps(r["change"], sort_keys=True), []).append(r["fwd_ms"])
     out = {}
-    for name in runs:
-        rows = load_result(name)["delta_forward_changes"]["changes"]
-        times = {}
-        for r in rows:
-            times.setdefault(json.dumps(r["change"], sort_keys=True), []).append(
-                r["forward"][dtype]["fwd_ms"])
-        base = times.pop("{}")
+    for shape, by_change in times.items():
+        base = by_change.pop("{}")
         mean = sum(base) / len(base)
-        out[name.split("_")[-3]] = {k: [t / mean for t in v] for k, v in times.items()}
+        out[shape] = {k: [t / mean for t in v] for k, v in by_change.items()}
     return out

@@ -276,12 +276,12 @@ def test_the_shipped_delta_forward_against_both_floors():
 
 def test_forward_change_ratios_set_each_change_against_the_default():
     ratios = kr.forward_change_ratios(kr.DELTA_STRETCH_RUNS, "bfloat16")
-    assert set(ratios) == {"b4t4096", "b1t16384"}
+    assert set(ratios) == {"B4_T4096_H40", "B1_T16384_H40"}
     rows = results.load_result(kr.DELTA_STRETCH_RUNS[0])["delta_forward_changes"]["changes"]
     base = [r["forward"]["bfloat16"]["fwd_ms"] for r in rows if r["change"] == {}]
     inverse = [r["forward"]["bfloat16"]["fwd_ms"] for r in rows
                if r["change"] == {"redo": "inverse"}]
-    assert ratios["b4t4096"][json.dumps({"redo": "inverse"})] == pytest.approx(
+    assert ratios["B4_T4096_H40"][json.dumps({"redo": "inverse"})] == pytest.approx(
         [t / (sum(base) / len(base)) for t in inverse])
 
 
