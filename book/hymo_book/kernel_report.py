@@ -12,6 +12,7 @@ the package's loop, and the times measured in one run. Chapter 20 (the claims) a
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 
 from hymo_book import kernel_forward, kernel_settings
@@ -22,8 +23,9 @@ from hymo_mini.tables import TextTable
 
 __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
-           "standing", "GLA_TF32_RUN", "GLA_BF16X6_RUN", "TF32_PRECISIONS", "tf32_beside_peer",
-           "ERROR_FLOOR", "FP32_PRODUCTS_RUNS", "fp32_products_table"]
+           "STANDING_H100", "standing", "GLA_TF32_RUN", "GLA_BF16X6_RUN", "TF32_PRECISIONS",
+           "tf32_beside_peer", "ERROR_FLOOR", "FP32_PRODUCTS_RUNS", "fp32_products_table",
+           "INVERSE_LEVEL0_RUN", "inverse_level0"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -156,8 +158,9 @@ def targets_summary() -> CaptionedTable:
     dtype at the setting in use, worst of two shapes (``kernel_forward.DELTA_CHAIN_RUNS``);
     and both rules' forwards alone with the pairs "auto" (``kernel_forward.PAIRS_RUNS``), per
     dtype, worst of two shapes; and the gla forward's device time at the reach adopted
-    (``kernel_settings.REACH_RUNS``, ``ADOPTED``), per dtype, worst of two shapes; last, the
-    delta forward as it ships, against both floors, on the card of ``DELTA_FORWARDS_RUN``."""
+    (``kernel_settings.REACH_RUNS``, ``ADOPTED``), per dtype, worst of two shapes; last, both
+    rules as they ship beside their peers, and the delta forward against the issue's floor,
+    on the card of ``STANDING_H100``."""
     from hymo_book.kernel_targets import TARGETS, chunk_targets, kernel_only
 
     gla = chunk_targets()
@@ -239,34 +242,10 @@ def targets_summary() -> CaptionedTable:
                      "where": f"{kernel_forward.DTYPES[key]}, worst of 2 shapes: "
                               f"{r['shape'].replace('_', ' ')}"})
     now = standing()  # both rules beside their peers, one run each, on the final tree
-    peers = {"gla": "fla chunk_gla", "delta": "fla chunk_kda"}
-    for rule in STANDING:
-        mine = [r for r in now.rows if r["rule"] == rule]
-        for key, column, limit, words in (
-                ("fwdbwd", "fwdbwd_ratio", mine[0]["pair_limit"],
-                 f"forward + backward / {peers[rule]}"),
-                ("peak", "peak_ratio", 1.0, f"peak memory / {peers[rule]}"),
-                ("fwd", "fwd_vs_copy", mine[0]["fwd_limit"], "forward / a copy of its bytes")):
-            worst = max(mine, key=lambda r: r[column])
-            rows.append({"target": f"{rule}: {words}, final tree", "limit": limit,
-                         "worst": worst[column], "met": all(r["met"][key] for r in mine),
-                         "where": f"as the mixer calls it, {worst['shape']} {worst['dtype']}"
-                                  + (" (our fp32-grade products, fla's TF32)"
-                                     if worst["dtype"] == "float32" else "")
-                                  + f", worst of {len(mine)}"})
+    rows += _standing_rows(now, "final tree")
     # the same delta forwards against the floor the issue quotes (a clone of the bytes: each
     # read and written, about twice the bytes moved once that the row above scores)
-    clone = {key: e["targets"]["chunk_triton"]["fwd_over_clone_floor"]
-             for key, e in load_result(DELTA_RECORD_RUN, need=("peers",))["peers"].items()}
-    worst_key = max(clone, key=clone.get)
-    within = [k for k, x in clone.items() if x <= DELTA_TARGETS["fwd_over_floor"]]
-    rows.append({"target": "delta: forward / the issue's copy floor (its bytes read and "
-                           "written), final tree",
-                 "limit": DELTA_TARGETS["fwd_over_floor"], "worst": clone[worst_key],
-                 "met": len(within) == len(clone),
-                 "where": f"as the mixer calls it, {worst_key.replace('_', ' ')}, worst of "
-                          f"{len(clone)}; within the limit: "
-                          + (", ".join(k.replace("_", " ") for k in within) or "none")})
+    rows.append(_clone_row(now, "final tree"))
     both = tf32_beside_peer(GLA_BF16X6_RUN)  # the gla kernel alone in fp32, each precision
     for key, (words, products) in (("default", ("fp32-grade default",
                                                 "our fp32-grade products, fla's TF32")),
@@ -288,19 +267,10 @@ def targets_summary() -> CaptionedTable:
                      "worst": bf16["device_ratio"], "met": bf16["device_ratio"] <= limit,
                      "where": f"the kernel alone, bf16, worst of 2 shapes: "
                               f"{bf16['shape'].replace('_', ' ')}"})
-    # the delta forward as it ships now, both floors, on the card lent (the last section)
-    shipped = delta_forwards()
-    mixer = [r for r in shipped.rows if r["backend"] == "chunk_triton"]
-    for key, words in (("copy", "a copy of its bytes"),
-                       ("clone", "the issue's copy floor (its bytes read and written)")):
-        worst = max(mixer, key=lambda r: r["over_" + key])
-        within = [f"{r['shape']} {r['dtype']}" for r in mixer if r["met"][key]]
-        rows.append({"target": f"delta: forward / {words}, as shipped, on an {worst['gpu']}",
-                     "limit": worst["limit"], "worst": worst["over_" + key],
-                     "met": len(within) == len(mixer),
-                     "where": f"as the mixer calls it, {worst['shape']} {worst['dtype']}, worst "
-                              f"of {len(mixer)}; within the limit: "
-                              + (", ".join(within) or "none")})
+    # both rules as they ship now, beside their peers on the card lent (the last section)
+    shipped = standing(STANDING_H100)
+    suffix = f"as shipped, on an {shipped.rows[0]['gpu']}"
+    rows += [*_standing_rows(shipped, suffix), _clone_row(shipped, suffix)]
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -340,56 +310,122 @@ TF32_PRECISIONS = {"chunk_triton_kernel": ("default", "fp32-grade, the default")
 # forward + backward limit); fp32 inputs take each kernel's default, fp32-grade products
 STANDING = {"gla": (GLA_RECORD_RUN, "chunk_triton_unchecked", "fla_chunk", 3.0, 0.9),
             "delta": (DELTA_RECORD_RUN, "chunk_triton", "fla_chunk_kda", 4.0, 0.8)}
+# the same commands on one H100, fourth session of 2026-12-05, tree f79bc97 (every change of
+# the H200 runs' day since, up to the inverse's first level without a product): the delta
+# rule in two runs, one a shape (the first call's limit cut the first run after B4), the gla
+# rule in one run that a call's limit cut before its last case (B1 T16384 in fp32)
+STANDING_H100 = {
+    "gla": (("gla_record_h100_2026-12-05.json",), "chunk_triton_unchecked", "fla_chunk", 3.0, 0.9),
+    "delta": (("gated_delta_peers_b4t4096_h100_2026-12-05.json",
+               "gated_delta_peers_b1t16384_h100_2026-12-05.json"),
+              "chunk_triton", "fla_chunk_kda", 4.0, 0.8)}
 
 
-def standing() -> CaptionedTable:
-    """Both rules' chunked kernels as the GDN mixer calls them, beside their fla peers in
-    one run each, at every shape and dtype of the run (``STANDING``): forward and forward
-    + backward times, the ratios to the peer, peak memory against the peer's, and the
-    forward against a copy of the bytes it must move once (read the inputs, write o) at
-    the run's measured copy rate. Each row carries its verdicts against the limits."""
+def standing(runs: dict = STANDING, clone: bool = False) -> CaptionedTable:
+    """Both rules' chunked kernels as the GDN mixer calls them, beside their fla peers, at
+    every shape and dtype their runs timed both (``runs``: rule -> (a run or a tuple of
+    runs, our backend, the peer, the forward's limit, forward + backward's); ``STANDING``
+    or ``STANDING_H100``): forward and forward + backward times, the ratios to the peer,
+    peak memory against the peer's, and the forward against a copy of the bytes it must
+    move once (read the inputs, write o) at the run's measured copy rate; where the run
+    timed a clone of those bytes (the delta runs), the forward over it too (a column if
+    ``clone``). Each row carries its verdicts against the limits and the run's GPU."""
     from hymo_book.kernel_results import load_reports
 
     rows, captions = [], []
-    for rule, (run, ours, peer, fwd_limit, pair_limit) in STANDING.items():
-        if rule == "gla":
-            report = load_reports([run])[0]
-            entries = report["shapes"].values()
-        else:
-            report = load_result(run, need=("peers",))
-            entries = report["peers"].values()
-        gbps = report["environment"]["copy_GBps"]
-        captions.append(run_caption(report))
-        for e in entries:
-            a, p = e["results"][ours], e["results"][peer]
-            copy_ms = e["bytes_min_fwd"] / gbps / 1e6
-            row = {"rule": rule, "shape": f"B{e['B']} T{e['T']} H{e['H']}", "dtype": e["dtype"],
-                   "fwd_ms": a["fwd_ms"], "peer_fwd_ms": p["fwd_ms"],
-                   "fwdbwd_ms": a["fwdbwd_ms"], "peer_fwdbwd_ms": p["fwdbwd_ms"],
-                   "fwdbwd_ratio": a["fwdbwd_ms"] / p["fwdbwd_ms"],
-                   "peak_ratio": a["peak_mib"] / p["peak_mib"],
-                   "copy_ms": copy_ms, "fwd_vs_copy": a["fwd_ms"] / copy_ms,
-                   "fwd_limit": fwd_limit, "pair_limit": pair_limit}
-            row["met"] = {"fwdbwd": row["fwdbwd_ratio"] <= pair_limit,
-                          "peak": row["peak_ratio"] <= 1.0,
-                          "fwd": row["fwd_vs_copy"] <= fwd_limit}
-            rows.append(row)
+    for rule, (names, ours, peer, fwd_limit, pair_limit) in runs.items():
+        for run in (names,) if isinstance(names, str) else names:
+            if rule == "gla":
+                report = load_reports([run])[0]
+                entries = report["shapes"].values()
+            else:
+                report = load_result(run, need=("peers",))
+                entries = report["peers"].values()
+            gbps = report["environment"]["copy_GBps"]
+            captions.append(run_caption(report))
+            for e in entries:
+                if ours not in e["results"] or peer not in e["results"]:
+                    continue  # a case the run's time budget skipped
+                rows.append(_standing_row(rule, e, e["results"][ours], e["results"][peer],
+                                          e["bytes_min_fwd"] / gbps / 1e6, fwd_limit,
+                                          pair_limit, report["environment"]["gpu"]))
 
     def mark(r, key, text):
         return f"{text} {'met' if r['met'][key] else 'missed'}"
 
+    columns = ["rule", "shape", "dtype", "fwd ms / peer", "fwd+bwd ms / peer", "ratio (limit)",
+               "peak / peer (1x)", "fwd / copy (limit)"] + (["fwd / clone"] if clone else [])
     table = TextTable(
-        ("rule", "shape", "dtype", "fwd ms / peer", "fwd+bwd ms / peer", "ratio (limit)",
-         "peak / peer (1x)", "fwd / copy (limit)"),
+        columns,
         [(r["rule"], r["shape"], r["dtype"], f"{r['fwd_ms']:.3f} / {r['peer_fwd_ms']:.3f}",
           f"{r['fwdbwd_ms']:.2f} / {r['peer_fwdbwd_ms']:.2f}",
           mark(r, "fwdbwd", f"{r['fwdbwd_ratio']:.2f}x ({r['pair_limit']:g}x)"),
           mark(r, "peak", f"{r['peak_ratio']:.2f}x"),
-          mark(r, "fwd", f"{r['fwd_vs_copy']:.1f}x ({r['fwd_limit']:g}x)")) for r in rows],
+          mark(r, "fwd", f"{r['fwd_vs_copy']:.1f}x ({r['fwd_limit']:g}x)"))
+         + ((mark(r, "clone", f"{r['fwd_vs_clone']:.1f}x") if "clone" in r["met"] else "-",)
+            if clone else ()) for r in rows],
         title="Both rules as the GDN mixer calls them, beside fla (gla: chunk_gla; delta: "
               "chunk_kda), one run per rule; fp32: our fp32-grade products, fla's TF32",
-        align="lllrrrrr")
+        align="lll" + "r" * (len(columns) - 3))
     return CaptionedTable(table, "\n".join(captions), rows)
+
+
+def _standing_row(rule, e, a, p, copy_ms, fwd_limit, pair_limit, gpu) -> dict:
+    """One row of :func:`standing`: our results ``a`` and the peer's ``p`` for entry ``e``."""
+    row = {"rule": rule, "shape": f"B{e['B']} T{e['T']} H{e['H']}", "dtype": e["dtype"],
+           "fwd_ms": a["fwd_ms"], "peer_fwd_ms": p["fwd_ms"],
+           "fwdbwd_ms": a["fwdbwd_ms"], "peer_fwdbwd_ms": p["fwdbwd_ms"],
+           "fwdbwd_ratio": a["fwdbwd_ms"] / p["fwdbwd_ms"],
+           "peak_ratio": a["peak_mib"] / p["peak_mib"],
+           "copy_ms": copy_ms, "fwd_vs_copy": a["fwd_ms"] / copy_ms,
+           "fwd_limit": fwd_limit, "pair_limit": pair_limit, "gpu": gpu}
+    row["met"] = {"fwdbwd": row["fwdbwd_ratio"] <= pair_limit,
+                  "peak": row["peak_ratio"] <= 1.0,
+                  "fwd": row["fwd_vs_copy"] <= fwd_limit}
+    if e.get("clone_floor_ms"):
+        row["clone_ms"] = e["clone_floor_ms"]
+        row["fwd_vs_clone"] = a["fwd_ms"] / e["clone_floor_ms"]
+        row["met"]["clone"] = row["fwd_vs_clone"] <= fwd_limit
+    return row
+
+
+_PEER_NAMES = {"gla": "fla chunk_gla", "delta": "fla chunk_kda"}
+
+
+def _standing_rows(table: CaptionedTable, suffix: str) -> list[dict]:
+    """The summary's rows of a :func:`standing` table: per rule, forward + backward and peak
+    memory against the peer and the forward against the bytes moved once, each at its worst
+    row, the target named with ``suffix``."""
+    rows = []
+    for rule, peer in _PEER_NAMES.items():
+        mine = [r for r in table.rows if r["rule"] == rule]
+        for key, column, limit, words in (
+                ("fwdbwd", "fwdbwd_ratio", mine[0]["pair_limit"],
+                 f"forward + backward / {peer}"),
+                ("peak", "peak_ratio", 1.0, f"peak memory / {peer}"),
+                ("fwd", "fwd_vs_copy", mine[0]["fwd_limit"], "forward / a copy of its bytes")):
+            worst = max(mine, key=lambda r: r[column])
+            rows.append({"target": f"{rule}: {words}, {suffix}", "limit": limit,
+                         "worst": worst[column], "met": all(r["met"][key] for r in mine),
+                         "where": f"as the mixer calls it, {worst['shape']} {worst['dtype']}"
+                                  + (" (our fp32-grade products, fla's TF32)"
+                                     if worst["dtype"] == "float32" else "")
+                                  + f", worst of {len(mine)}"})
+    return rows
+
+
+def _clone_row(table: CaptionedTable, suffix: str) -> dict:
+    """The summary's row of the delta forwards of a :func:`standing` table against the floor
+    the issue quotes, a clone of the bytes (each read and written), at its worst row."""
+    delta = [r for r in table.rows if r["rule"] == "delta"]
+    worst = max(delta, key=lambda r: r["fwd_vs_clone"])
+    within = [f"{r['shape']} {r['dtype']}" for r in delta if r["met"]["clone"]]
+    return {"target": f"delta: forward / the issue's copy floor (its bytes read and written), "
+                      f"{suffix}",
+            "limit": worst["fwd_limit"], "worst": worst["fwd_vs_clone"],
+            "met": len(within) == len(delta),
+            "where": f"as the mixer calls it, {worst['shape']} {worst['dtype']}, worst of "
+                     f"{len(delta)}; within the limit: " + (", ".join(within) or "none")}
 
 
 ERROR_FLOOR = 1e-6  # errors below it are shown as a verdict, not as rounding digits
@@ -656,3 +692,36 @@ def forward_change_ratios(runs, dtype: str) -> dict:
         mean = sum(base) / len(base)
         out[shape] = {k: [t / mean for t in v] for k, v in by_change.items()}
     return out
+
+
+# the same card and session: the delta forward as the mixer calls it, tree f79bc97 against
+# the package of d09d8a7 (a96a84b's parent: eight products a chunk's inverse instead of six),
+# alternated four times in one process (benchmarks/tree_ab.py's first form;
+# benchmarks/inverse_level0_ab_h100_2026-12-05.log)
+INVERSE_LEVEL0_RUN = "inverse_level0_ab_h100_2026-12-05.json"
+
+
+def inverse_level0() -> CaptionedTable:
+    """The A/B of ``INVERSE_LEVEL0_RUN``: a row per shape and dtype with the median time a
+    call of each tree, their ratio (after / before) and whether the outputs were the same
+    bits (relative difference 0)."""
+    run = load_result(INVERSE_LEVEL0_RUN, need=("rows",))
+    rows = []
+    for key, r in run["rows"].items():
+        shape, dtype = key.rsplit("_", 1)
+        before, after = statistics.median(r["before"]), statistics.median(r["after"])
+        rows.append({"shape": shape.replace("_", " "), "dtype": dtype, "before_ms": before,
+                     "after_ms": after, "ratio": after / before, "rounds": len(r["after"]),
+                     "same_bits": r["rel_diff_o"] == 0.0})
+    table = TextTable(
+        ("shape", "dtype", "eight products ms", "six products ms", "six / eight", "output"),
+        [(r["shape"], r["dtype"], f"{r['before_ms']:.3f}", f"{r['after_ms']:.3f}",
+          f"{r['ratio']:.3f}", "the same bits" if r["same_bits"] else "differs")
+         for r in rows],
+        title="The delta forward as the mixer calls it, a chunk's inverse by levels with eight "
+              "products (before) and six (after), medians of alternated calls",
+        align="llrrrl")
+    caption = (f"{INVERSE_LEVEL0_RUN}: {run['gpu']}, torch {run['torch']}, Triton "
+               f"{run['triton']}; before: {run['commit_before']}, after: "
+               f"{run['commit_after'][:7]}\n  benchmarks/tree_ab.py (its first form)")
+    return CaptionedTable(table, caption, rows)
