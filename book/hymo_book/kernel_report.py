@@ -312,8 +312,8 @@ STANDING = {"gla": (GLA_RECORD_RUN, "chunk_triton_unchecked", "fla_chunk", 3.0, 
             "delta": (DELTA_RECORD_RUN, "chunk_triton", "fla_chunk_kda", 4.0, 0.8)}
 # the same commands on one H100, fourth session of 2026-12-05, tree f79bc97 (every change of
 # the H200 runs' day since, up to the inverse's first level without a product): the delta
-# rule in two runs, one a shape (the first call's limit cut the first run after B4), the gla
-# rule in one run that a call's limit cut before its last case (B1 T16384 in fp32)
+# rule in two runs, one a shape (the first run's --budget-s ran out after B4), the gla rule
+# in one run that its timeout stopped before its last case (B1 T16384 in fp32)
 STANDING_H100 = {
     "gla": (("gla_record_h100_2026-12-05.json",), "chunk_triton_unchecked", "fla_chunk", 3.0, 0.9),
     "delta": (("gated_delta_peers_b4t4096_h100_2026-12-05.json",
