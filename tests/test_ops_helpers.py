@@ -1,14 +1,25 @@
 """The helpers the recurrence paths share: time cut into padded chunks and joined again,
 and the causal decays of a chunk against their definition (ops/chunks.py, both chunk
-forms); the start state (every plain path) and the device check of the Triton kernels
-(ops/checks.py)."""
+forms); which chunks the Triton kernels take by one product, against the kernels' own
+rule (ops/chunks.py, one_product_chunks); the start state (every plain path) and the
+device check of the Triton kernels (ops/checks.py)."""
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from hymo_mini.ops import checks
 from hymo_mini.ops.checks import check_triton_device, compute_dtype, start_state
-from hymo_mini.ops.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
+from hymo_mini.ops.chunks import (
+    ONE_PRODUCT_SPAN,
+    causal_decays,
+    check_chunk_size,
+    from_chunks,
+    one_product_chunks,
+    to_chunks,
+)
+from hymo_mini.ops.gla.chunk_blocks import LOG2E, SPAN, _chunk_fits
 
 
 @pytest.mark.parametrize("T", [1, 7, 8, 9])
@@ -136,3 +147,52 @@ def test_forward_mode_tangents_are_not_dropped(rule):
             run(dual, b, c, g, A, *extra, backend="chunk_triton")
         o, _ = run(v, b, c, g, A, *extra, backend="chunk_triton")  # no tangent: runs
     assert forward_ad.unpack_dual(o).tangent is None
+
+
+@triton.jit
+def _fits_kernel(g, A, out, T, H: tl.constexpr, S: tl.constexpr, BS: tl.constexpr,
+                 BC: tl.constexpr, BT: tl.constexpr):
+    """The kernels' own decision, _chunk_fits, for chunk program_id(0) of (b, h) program_id(1),
+    with the fastest rate found as the forwards find it."""
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_s = tl.arange(0, BS)
+    b_A = tl.load(A + i_h * S + o_s, mask=o_s < S, other=0.0).to(tl.float32)
+    amax2 = tl.max(tl.abs(b_A * LOG2E), axis=0)
+    fits = _chunk_fits(g, i_b.to(tl.int64) * T * H + i_h, i_c, T, amax2, H, BC, BT)
+    tl.store(out + i_bh * tl.num_programs(0) + i_c, fits)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("T, chunk, block", [(200, 64, 16), (77, 48, 16), (40, 32, 32)])
+def test_one_product_chunks_is_the_kernels_rule(T, chunk, block):
+    """one_product_chunks against _chunk_fits itself, on gates and rates that put about half
+    the chunks on each side of the span: blocks whose chunk length is a power of two of
+    theirs (one tile) and not (block by block), and a last chunk with padding."""
+    B, H, S = 2, 6, 24
+    g = torch.rand(B, T, H, generator=torch.Generator().manual_seed(T))
+    A = -torch.linspace(0.5, 12.0, H)[:, None] * torch.rand(H, S).add(0.5)  # (H, S) < 0
+    mine = one_product_chunks(g, A, chunk, block)
+    K = -(-T // chunk)
+    assert mine.shape == (B, H, K) and 0 < mine.float().mean() < 1
+    theirs = torch.empty(B * H * K, dtype=torch.int32)
+    _fits_kernel[(K, B * H)](g, A, theirs, T, H=H, S=S, BS=32, BC=chunk, BT=block)
+    assert torch.equal(mine.flatten(), theirs.bool())
+    assert ONE_PRODUCT_SPAN == SPAN.value
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(chunk_size=100), "chunk_size must be a multiple of block_size = 16, e.g. 96"),
+    (dict(chunk_size=0), "chunk_size must be a positive int, e.g. 128"),
+    (dict(chunk_size=64, block_size=2.0), "block_size must be a positive int, e.g. 16"),
+])
+def test_one_product_chunks_checks_its_sizes(kw, words):
+    with pytest.raises(ValueError, match=words.replace(".", r"\.")):
+        one_product_chunks(torch.rand(1, 8, 2), -torch.ones(2, 4), **kw)
+
+
+def test_one_product_chunks_checks_its_shapes():
+    with pytest.raises(ValueError, match=r"A must be \(H, S\) with H = 2 as in g"):
+        one_product_chunks(torch.rand(1, 8, 2), -torch.ones(3, 4), 16)
+    with pytest.raises(ValueError, match=r"g must be \(B, T, H\)"):
+        one_product_chunks(torch.rand(8, 2), -torch.ones(2, 4), 16)

@@ -12,8 +12,11 @@ the package's loop, and the times measured in one run. Chapter 20 (the claims) a
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import dataclass
+
+import torch
 
 from hymo_book import kernel_forward, kernel_settings
 from hymo_book.kernel_chapter import document_launches, launches_per_step
@@ -25,7 +28,7 @@ __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic"
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
            "STANDING_H100", "standing", "GLA_TF32_RUN", "GLA_BF16X6_RUN", "TF32_PRECISIONS",
            "tf32_beside_peer", "ERROR_FLOOR", "FP32_PRODUCTS_RUNS", "fp32_products_table",
-           "INVERSE_LEVEL0_RUN", "inverse_level0"]
+           "INVERSE_LEVEL0_RUN", "inverse_level0", "benchmark_gates", "one_product_shares"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -725,3 +728,44 @@ def inverse_level0() -> CaptionedTable:
                f"{run['triton']}; before: {run['commit_before']}, after: "
                f"{run['commit_after'][:7]}\n  benchmarks/tree_ab.py (its first form)")
     return CaptionedTable(table, caption, rows)
+
+
+# --------------------------------------------------------------------------------------
+# Which chunks took one product in the runs: the benchmarks' inputs against the kernels' rule
+# --------------------------------------------------------------------------------------
+def benchmark_gates(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, seed: int = 0):
+    """The gates and rates of the two benchmarks at one shape, by their recipes (the draws
+    differ, the distributions do not): g = sigmoid(N(0, 1)) in both; ``"gdn.py"``'s A as the
+    GDN block initialises it (head h decays at rate h + 1 on every key),
+    ``"gated_delta.py"``'s A = -exp(A_log), A_log uniform in (log 0.05, 0) per (head, key).
+    {name: (g (B, T, H), A (H, S))}."""
+    gen = torch.Generator().manual_seed(seed)
+    g = torch.sigmoid(torch.randn(B, T, H, generator=gen))
+    model = -torch.arange(1, H + 1, dtype=torch.float32)[:, None].repeat(1, S)
+    weak = -torch.empty(H, S).uniform_(math.log(0.05), 0.0, generator=gen).exp()
+    return {"gdn.py": (g, model), "gated_delta.py": (g, weak)}
+
+
+def one_product_shares(inputs: dict | None = None) -> list[dict]:
+    """For each benchmark's inputs (``benchmark_gates``), the share of the work each forward
+    takes by one product under its settings (``hymo_mini.ops.one_product_chunks``): the gla
+    forward per chunk of its ``CONFIGS["chunk"]`` steps; the delta rule's bf16 forward (one
+    launch) per stretch of ``CONFIGS_16BIT["chain"]["chunks"]`` chunks, only up to a
+    sequence's first stretch that does not fit; its fp32 forward (in passes) per chunk."""
+    from hymo_mini.ops import one_product_chunks
+    from hymo_mini.ops.gated_delta import chunk_triton as delta
+    from hymo_mini.ops.gla import chunk_triton as gla
+
+    BT = delta.CONFIGS["chunk"]
+    ways = {"gla": (gla.CONFIGS["chunk"], gla.CONFIGS["block"], False),
+            "delta, bf16 (one launch)": (delta.CONFIGS_16BIT["chain"]["chunks"] * BT, BT, True),
+            "delta, fp32 (passes)": (BT, BT, False)}
+    rows = []
+    for name, (g, A) in (inputs or benchmark_gates()).items():
+        for forward, (chunk, block, prefix) in ways.items():
+            fits = one_product_chunks(g, A, chunk, block)  # (B, H, K)
+            if prefix:  # a sequence takes the product up to its first stretch that does not
+                fits = fits.int().cumprod(-1).bool()
+            rows.append({"inputs": name, "forward": forward, "chunk": chunk,
+                         "share": fits.float().mean().item()})
+    return rows

@@ -30,6 +30,7 @@ import torch
 
 from hymo_mini.choices import did_you_mean
 from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
+from hymo_mini.ops.chunks import one_product_chunks
 from hymo_mini.ops.gated_delta.chunk import chunk_gated_delta_torch
 from hymo_mini.ops.gated_delta.naive import naive_gated_delta
 from hymo_mini.ops.gla.chunk import chunk_gla_torch
@@ -37,7 +38,7 @@ from hymo_mini.ops.gla.naive import naive_gla
 
 __all__ = ["RULES", "gated_linear_attention", "gated_delta_rule", "auto_backend",
            "check_inputs", "empty_sequence", "naive_gla", "naive_gated_delta",
-           "chunk_gla_torch", "chunk_gated_delta_torch", "triton_usable"]
+           "chunk_gla_torch", "chunk_gated_delta_torch", "triton_usable", "one_product_chunks"]
 
 # rule -> the backends it has, slowest first
 RULES = {

@@ -1,5 +1,6 @@
 """Time cut into chunks, for the two chunkwise forms in plain PyTorch (``gla/chunk.py`` and
-``gated_delta/chunk.py``).
+``gated_delta/chunk.py``), and which chunks the Triton kernels' pairs take by one product
+(:func:`one_product_chunks`).
 
 A sequence whose length C does not divide is padded at the end with zero steps; each rule
 says why its zero steps leave the state unchanged (g = 0: no decay; b = 0, and β = 0 for
@@ -8,11 +9,20 @@ the delta rule: no write), and their outputs are dropped on the way back.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
-from einops import einsum, rearrange
+from einops import einsum, rearrange, reduce
 
-__all__ = ["check_chunk_size", "to_chunks", "from_chunks", "causal_decays"]
+__all__ = ["check_chunk_size", "to_chunks", "from_chunks", "causal_decays", "ONE_PRODUCT_SPAN",
+           "one_product_chunks"]
+
+# The Triton kernels form a block's pairs by one product when every exp2(±l_t A_n log2 e) of
+# it lies in [2^-SPAN, 2^SPAN] (``gla.chunk_blocks.SPAN`` is this number): far from fp32's
+# overflow (2^128) and from its subnormals (2^-126), so that no factor loses bits and no
+# product of two overflows.
+ONE_PRODUCT_SPAN = 64.0
 
 
 def check_chunk_size(chunk_size, default: int) -> None:
@@ -46,3 +56,38 @@ def causal_decays(L: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
     gap = gap.masked_fill(~causal, 0.0)  # (b, h, k, t, s) >= 0; future pairs zeroed below
     decays = torch.exp(einsum(gap, A, "b h k t s, h n -> b h k t s n"))  # in [0, 1]
     return decays * rearrange(causal, "t s -> t s 1")  # (b, h, k, t, s, n)
+
+
+def one_product_chunks(g: torch.Tensor, A: torch.Tensor, chunk_size: int,
+                       block_size: int = 16) -> torch.Tensor:
+    """Which chunks of ``chunk_size`` steps the chunked Triton kernels take by one product
+    when their ``CONFIGS["pairs"]`` is "auto" (the others take the levels): (B, H, K) bool,
+    K = ceil(T / chunk_size), for g (B, T, H) and A (H, S) < 0.
+
+    The kernels' rule (``gla.chunk_blocks._chunk_fits``): a chunk fits when, in every block
+    of ``block_size`` steps, the gate summed from the block's start times the head's fastest
+    rate max_n |A_n|, in base 2, stays within ``ONE_PRODUCT_SPAN``. The last chunk counts its
+    padding steps as g = 0. The gla forward decides per chunk of ``CONFIGS["chunk"]`` steps in
+    blocks of ``CONFIGS["block"]``; the delta rule's one-launch forward per stretch of
+    ``CONFIGS_16BIT["chain"]["chunks"]`` chunks of 16 steps, and only up to the first stretch
+    of a sequence that does not fit (the rest take the levels). A value within rounding of
+    the limit may be decided the other way by the kernel, which sums in its own order."""
+    if g.ndim != 3:
+        raise ValueError(f"g must be (B, T, H), got shape {tuple(g.shape)}")
+    if A.ndim != 2 or A.shape[0] != g.shape[2]:
+        raise ValueError(f"A must be (H, S) with H = {g.shape[2]} as in g, got shape "
+                         f"{tuple(A.shape)}")
+    for name, value, example in (("block_size", block_size, 16), ("chunk_size", chunk_size, 128)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, e.g. {example}, got {value!r}")
+    if chunk_size % block_size:
+        nearest = max(1, round(chunk_size / block_size)) * block_size
+        raise ValueError(f"chunk_size must be a multiple of block_size = {block_size}, e.g. "
+                         f"{nearest}, got {chunk_size}")
+    blocks = to_chunks(g[..., None], block_size, torch.float32)[..., 0]  # (B, H, nb, bt)
+    largest = reduce(blocks.cumsum(-1).abs(), "b h n t -> b h n", "max")
+    pad = (-largest.shape[-1]) % (chunk_size // block_size)  # blocks of the last chunk's padding
+    largest = rearrange(F.pad(largest, [0, pad]), "b h (k n) -> b h k n",
+                        n=chunk_size // block_size).amax(-1)  # (B, H, K)
+    rate2 = (A.float() * math.log2(math.e)).abs().amax(-1)  # (H,) the fastest, in base 2
+    return largest * rate2[:, None] <= ONE_PRODUCT_SPAN

@@ -7,6 +7,7 @@ import json
 import statistics
 
 import pytest
+import torch
 from hymo_book import kernel_forward as kf
 from hymo_book import kernel_report as kr
 from hymo_book import kernel_runs as kn
@@ -390,3 +391,24 @@ def test_the_host_forward_table_reads_the_start_and_both_versions():
         for version in ("3.9.0", "3.6.0"):
             assert r[version]["direct_us"] < r[version]["triton_us"] < r["before_us"]
     assert kr.HOST_FORWARD_BEFORE in table.caption
+
+
+def test_benchmark_gates_follow_the_benchmarks_recipes():
+    """The two recipes of kr.benchmark_gates give the shares of one product that the
+    benchmarks' own inputs give (their draws differ; at a small shape the shares agree
+    within a few chunks), and every forward's share is a share."""
+    from benchmarks.gated_delta_backends import make_inputs as delta_inputs
+    from benchmarks.gdn import make_inputs as gdn_inputs
+
+    B, T, H, S = 2, 1024, 40, 32
+    ours = kr.one_product_shares(kr.benchmark_gates(B, T, H, S))
+    gdn = gdn_inputs(B, T, H, S, S, torch.float32, "cpu")[0]
+    delta = delta_inputs(B, T, H, S, S, torch.float32, "cpu")[0]
+    theirs = kr.one_product_shares({"gdn.py": (gdn[3], -torch.exp(gdn[4])),
+                                    "gated_delta.py": (delta[3], -torch.exp(delta[4]))})
+    assert [(r["inputs"], r["forward"]) for r in ours] == [
+        (r["inputs"], r["forward"]) for r in theirs]
+    for a, b in zip(ours, theirs, strict=True):
+        assert 0 <= a["share"] <= 1 and abs(a["share"] - b["share"]) < 0.03
+    assert all(r["share"] == 1 for r in theirs if r["inputs"] == "gated_delta.py")
+    assert all(r["share"] < 0.2 for r in theirs if r["inputs"] == "gdn.py")

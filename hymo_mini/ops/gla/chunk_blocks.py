@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.choices import one_of
+from hymo_mini.ops.chunks import ONE_PRODUCT_SPAN
 from hymo_mini.ops.gla.chunk_states import LOG2E, _dot, _rows
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton
@@ -75,10 +76,10 @@ def _intra(b_c, b_b, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr, GRAD: tl.conste
     return b_W, b_dc, b_db
 
 
-# A block's pairs are one product when every exp2(±l_t A2_n) of it lies in [2^-SPAN, 2^SPAN]:
-# far from fp32's overflow (2^128) and from its subnormals (2^-126), so that no factor
-# loses bits and no product of two overflows.
-SPAN = tl.constexpr(64.0)
+# A block's pairs are one product when every exp2(±l_t A2_n) of it lies in [2^-SPAN, 2^SPAN]
+# (why this span: hymo_mini.ops.chunks, ONE_PRODUCT_SPAN; one_product_chunks applies the rule
+# of _chunk_fits in PyTorch).
+SPAN = tl.constexpr(ONE_PRODUCT_SPAN)
 
 
 @triton.jit
