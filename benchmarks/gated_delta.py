@@ -29,12 +29,16 @@ peers      the delta rule on every --shapes x --dtypes:
 fla is timed on its own leaves (gk, g·a computed once, outside the timing).
 
 Inputs: v ~ N(0, 1); b, c unit vectors; g = sigmoid(N(0, 1)); A = -exp(A_log), A_log
-uniform in (log 0.05, 0) per (head, key), so the per-step log-decay g·A lies in (-1, 0);
-β = sigmoid(N(0, 1)). Before timing, every backend's output and gradients (v, b, c, g,
-A_log, β) are checked on a slice (batch row 0, the first --check-T steps, every head: fla's
-autotune keys are mostly (H, K, V, chunk), so this call does most of its autotuning) against
-hymo's loop in fp64 on the same rounded inputs; a backend is timed only if its output agrees
-within the tolerance (relative RMS).
+uniform in (log 0.05, 0) per (head, key), so the per-step log-decay g·A lies in (-1, 0)
+and every chunk's pairs take one product (``--rates weak``, the default and every run
+before 2026-12-05); or with ``--rates model`` A_log = log(h + 1) for head h, as the GDN
+block initialises it, where most chunks take the levels; β = sigmoid(N(0, 1)).
+
+Before timing, every backend's output and gradients (v, b, c, g, A_log, β) are checked on a
+slice (batch row 0, the first --check-T steps, every head: fla's autotune keys are mostly
+(H, K, V, chunk), so this call does most of its autotuning) against hymo's loop in fp64 on
+the same rounded inputs; a backend is timed only if its output agrees within the tolerance
+(relative RMS).
 Where the shape's chunk-to-chunk passes run over groups of chunks (chunk_triton), the slice may
 fit in one group, so the kernel is also compared over the whole inputs with its one walk
 (``groups_vs_walk``).
@@ -90,6 +94,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.gated_delta_backends import (  # noqa: E402
     DELTA_BACKENDS,
     DTYPES,
+    RATES,
     check,
     cut,
     delta_backends,
@@ -134,7 +139,7 @@ class Run:
 
 def first_shape_inputs(run, dtype):
     B, T, H, S, D = parse_shape(run.args.shapes[0])
-    return make_inputs(B, T, H, S, D, dtype, run.device)
+    return make_inputs(B, T, H, S, D, dtype, run.device, rates=run.args.rates)
 
 
 def bench_precision(run):
@@ -185,7 +190,7 @@ def bench_peers(run, shape, dtype_name, backends):
     """The delta rule's backends on one shape and dtype: check on a slice, then time."""
     B, T, H, S, D = parse_shape(shape)
     dtype = DTYPES[dtype_name]
-    inputs, do = make_inputs(B, T, H, S, D, dtype, run.device)
+    inputs, do = make_inputs(B, T, H, S, D, dtype, run.device, rates=run.args.rates)
     size = dtype.itemsize
     floor_bytes = (3 * B * T * H * S + 2 * B * T * H * D) * size + 2 * B * T * H * size
     entry = {"B": B, "T": T, "H": H, "S": S, "D": D, "dtype": dtype_name,
@@ -342,6 +347,9 @@ def main(argv=None):
                         help="steps of the slice every backend is checked on")
     parser.add_argument("--tol-fp32", type=float, default=5e-3)
     parser.add_argument("--tol-16bit", type=float, default=2e-2)
+    parser.add_argument("--rates", default="weak", choices=RATES,
+                        help="the decay rates of the inputs: weak (every chunk's pairs one "
+                        "product) or as the GDN block initialises them (mostly the levels)")
     parser.add_argument("--budget-s", type=float, default=520.0,
                         help="start no case after this many seconds")
     parser.add_argument("--configs", default=None, help="a JSON file of launch settings "

@@ -136,14 +136,25 @@ def delta_backends(names, device):
 
 
 # ------------------------------------------------------------------------------ inputs, checks
-def make_inputs(B, T, H, S, D, dtype, device, seed=0):
-    """[v, b, c, g, A_log, beta] (A_log fp32, the rest in ``dtype``) and an output gradient."""
+RATES = ("weak", "model")  # make_inputs's decay rates
+
+
+def make_inputs(B, T, H, S, D, dtype, device, seed=0, rates="weak"):
+    """[v, b, c, g, A_log, beta] (A_log fp32, the rest in ``dtype``) and an output gradient.
+    ``rates``: "weak", A_log uniform in (log 0.05, 0) per (head, key), so that every chunk's
+    pairs fit one product (``hymo_mini.ops.one_product_chunks``); "model", A_log = log(h + 1)
+    for head h on every key, as the GDN block initialises it, where most chunks take the
+    levels. The other tensors are the same draws either way."""
+    if rates not in RATES:
+        raise ValueError(f"rates must be one of {RATES}, got {rates!r}")
     gen = torch.Generator().manual_seed(seed)
     v = torch.randn(B, T, H, D, generator=gen)
     b = F.normalize(torch.randn(B, T, H, S, generator=gen), dim=-1)
     c = F.normalize(torch.randn(B, T, H, S, generator=gen), dim=-1)
     g = torch.sigmoid(torch.randn(B, T, H, generator=gen))
     A_log = torch.empty(H, S).uniform_(math.log(0.05), 0.0, generator=gen)
+    if rates == "model":
+        A_log = torch.log(torch.arange(1, H + 1, dtype=torch.float32))[:, None].repeat(1, S)
     beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
     do = torch.randn(B, T, H, D, generator=gen)
     inputs = [t.to(device, dtype) for t in (v, b, c, g)] + [A_log.to(device),

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,3 +116,25 @@ def test_the_gla_profile_takes_a_dtype_and_restores_its_settings(monkeypatch):
         for row in report["variants"]:
             assert "error" not in row and row["rel_vs_first"] < 1e-5
         assert gtc.CONFIGS == before and not torch.backends.cuda.matmul.allow_tf32
+
+
+def test_rates_as_the_model_initialises_them(tmp_path):
+    """--rates model: A_log = log(h + 1) per head, the other inputs the same draws, most
+    chunks past the one product's span; the run checks and records it."""
+    weak, _ = make_inputs(1, 64, 40, 8, 4, torch.float32, torch.device("cpu"))
+    model, _ = make_inputs(1, 64, 40, 8, 4, torch.float32, torch.device("cpu"), rates="model")
+    assert torch.equal(model[4], torch.log(torch.arange(1.0, 41.0))[:, None].repeat(1, 8))
+    assert all(torch.equal(a, b) for i, (a, b) in enumerate(zip(weak, model, strict=True))
+               if i != 4)
+    from hymo_mini.ops import one_product_chunks
+    assert one_product_chunks(weak[3], -weak[4].exp(), 16).all()
+    assert not one_product_chunks(model[3], -model[4].exp(), 16)[:, 19:].any()  # rate >= 20
+    with pytest.raises(ValueError, match="rates must be one of"):
+        make_inputs(1, 4, 1, 2, 2, torch.float32, torch.device("cpu"), rates="strong")
+    out = tmp_path / "gd.json"
+    assert gated_delta.main(["--sections", "peers", "--shapes", "B1_T24_H2_S8_D4",
+                             "--dtypes", "float32", "--check-T", "16", "--rates", "model",
+                             "--backends", "chunk_torch", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["settings"]["rates"] == "model"
+    assert report["peers"]["B1_T24_H2_S8_D4_float32"]["checks"]["chunk_torch"]["agrees"]
