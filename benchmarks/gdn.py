@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import sys
 import time
@@ -115,14 +116,24 @@ def parse_shape(text):
     return fields["B"], fields["T"], fields["H"], fields.get("S", 32), fields.get("D", 32)
 
 
-def make_inputs(B, T, H, S, D, dtype, device, seed=0):
-    """Unit-scale inputs; A as the block initialises it (head h decays at rate h + 1)."""
+RATES = ("model", "weak")  # make_inputs's decay rates
+
+
+def make_inputs(B, T, H, S, D, dtype, device, seed=0, rates="model"):
+    """Unit-scale inputs. ``rates``: "model", A as the block initialises it (head h decays
+    at rate h + 1: most chunks past the one product's span, ``ops.one_product_chunks``);
+    "weak", A_log uniform in (log 0.05, 0) per (head, key) as benchmarks/gated_delta.py
+    draws it (every chunk one product). The other tensors are the same draws either way."""
+    if rates not in RATES:
+        raise ValueError(f"rates must be one of {RATES}, got {rates!r}")
     gen = torch.Generator(device="cpu").manual_seed(seed)
     v = torch.randn(B, T, H, D, generator=gen)
     b = torch.randn(B, T, H, S, generator=gen) / S**0.5
     c = torch.randn(B, T, H, S, generator=gen) / S**0.5
     g = torch.sigmoid(torch.randn(B, T, H, generator=gen))
     A_log = torch.log(torch.arange(1, H + 1.0))[:, None].repeat(1, S)
+    if rates == "weak":
+        A_log = torch.empty(H, S).uniform_(math.log(0.05), 0.0, generator=gen)
     out = [t.to(device, dtype) for t in (v, b, c, g)] + [A_log.to(device)]
     return out, torch.randn(B, T, H, D, generator=gen).to(device, dtype)  # and do
 
@@ -193,7 +204,7 @@ GRAD_NAMES = ["dv", "db", "dc", "dg", "dA_log"]
 def bench_shape(shape, dtype_name, backends, args, device):
     B, T, H, S, D = parse_shape(shape)
     dtype = DTYPES[dtype_name]
-    inputs, do = make_inputs(B, T, H, S, D, dtype, device)
+    inputs, do = make_inputs(B, T, H, S, D, dtype, device, rates=getattr(args, "rates", "model"))
     tol = 5e-3 if dtype == torch.float32 else 2e-2
     entry = {"B": B, "T": T, "H": H, "S": S, "D": D, "dtype": dtype_name,
              "bytes_min_fwd": sum(t.numel() * t.element_size() for t in inputs[:4])
@@ -273,7 +284,8 @@ def sweep(backends, args, device, out=None, save=lambda: None):
     out.update({"B": 1, "H": 40, "S": 32, "D": 32, "dtype": dtype_name, "T": [],
                 "results": {name: {"fwd_ms": [], "fwdbwd_ms": []} for name in backends}})
     for T in args.sweep_T:
-        inputs, do = make_inputs(1, T, 40, 32, 32, DTYPES[dtype_name], device)
+        inputs, do = make_inputs(1, T, 40, 32, 32, DTYPES[dtype_name], device,
+                                 rates=getattr(args, "rates", "model"))
         for name, fn in backends.items():
             res = out["results"][name]
             if name == "naive" and T > args.sweep_eager_max_T:
@@ -365,6 +377,9 @@ def main(argv=None):
     parser.add_argument("--sweep-only", action="store_true", help="skip the shape table")
     parser.add_argument("--tune", action="store_true",
                         help="time the recurrent kernel's launch configs first and use the best")
+    parser.add_argument("--rates", default="model", choices=RATES,
+                        help="the inputs' decay rates: as the GDN block initialises them "
+                        "(most chunks on the levels) or weak (every chunk one product)")
     parser.add_argument("--eager-max-T", type=int, default=16384)
     parser.add_argument("--sweep-eager-max-T", type=int, default=2048)
     parser.add_argument("--grad-check-max-T", type=int, default=4096)

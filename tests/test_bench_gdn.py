@@ -1,6 +1,7 @@
-"""benchmarks/gdn.py's hymo backends on the CPU (the Triton interpreter): the dispatcher as
-the GDN mixer calls it (no finiteness check, so no host sync) gives the checked dispatcher's
-output, and only the checked one refuses a non-finite decay."""
+"""benchmarks/gdn.py on the CPU: its inputs' two decay rates, and its hymo backends (the
+Triton interpreter): the dispatcher as the GDN mixer calls it (no finiteness check, so no
+host sync) gives the checked dispatcher's output, and only the checked one refuses a
+non-finite decay."""
 
 import sys
 from pathlib import Path
@@ -60,3 +61,18 @@ def test_tf32_backend_turns_the_switch_on_for_fp32_alone_and_back_off(monkeypatc
     assert {flag for name, flag in seen if name.endswith("_tf32")} == {True}
     assert {flag for name, flag in seen if not name.endswith("_tf32")} == {False}
     assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_make_inputs_rates():
+    """"model" (the default, as the GDN block initialises A) and "weak" differ in A_log
+    alone: on the model's rates the fast heads' chunks are past the one product's span, on
+    the weak ones every chunk is within it."""
+    cpu = torch.device("cpu")
+    model, _ = gdn.make_inputs(1, 64, 40, 8, 4, torch.float32, cpu)
+    weak, _ = gdn.make_inputs(1, 64, 40, 8, 4, torch.float32, cpu, rates="weak")
+    assert all(torch.equal(a, b) for a, b in zip(model[:4], weak[:4], strict=True))
+    assert torch.equal(model[4], torch.log(torch.arange(1.0, 41.0))[:, None].repeat(1, 8))
+    assert ops.one_product_chunks(weak[3], -weak[4].exp(), 16).all()
+    assert not ops.one_product_chunks(model[3], -model[4].exp(), 16)[:, 19:].any()
+    with pytest.raises(ValueError, match="rates must be one of"):
+        gdn.make_inputs(1, 4, 1, 2, 2, torch.float32, cpu, rates="fast")
