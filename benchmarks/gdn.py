@@ -204,7 +204,7 @@ GRAD_NAMES = ["dv", "db", "dc", "dg", "dA_log"]
 def bench_shape(shape, dtype_name, backends, args, device):
     B, T, H, S, D = parse_shape(shape)
     dtype = DTYPES[dtype_name]
-    inputs, do = make_inputs(B, T, H, S, D, dtype, device, rates=getattr(args, "rates", "model"))
+    inputs, do = make_inputs(B, T, H, S, D, dtype, device, rates=args.rates)
     tol = 5e-3 if dtype == torch.float32 else 2e-2
     entry = {"B": B, "T": T, "H": H, "S": S, "D": D, "dtype": dtype_name,
              "bytes_min_fwd": sum(t.numel() * t.element_size() for t in inputs[:4])
@@ -284,8 +284,7 @@ def sweep(backends, args, device, out=None, save=lambda: None):
     out.update({"B": 1, "H": 40, "S": 32, "D": 32, "dtype": dtype_name, "T": [],
                 "results": {name: {"fwd_ms": [], "fwdbwd_ms": []} for name in backends}})
     for T in args.sweep_T:
-        inputs, do = make_inputs(1, T, 40, 32, 32, DTYPES[dtype_name], device,
-                                 rates=getattr(args, "rates", "model"))
+        inputs, do = make_inputs(1, T, 40, 32, 32, DTYPES[dtype_name], device, rates=args.rates)
         for name, fn in backends.items():
             res = out["results"][name]
             if name == "naive" and T > args.sweep_eager_max_T:

@@ -53,7 +53,7 @@ def test_tf32_backend_turns_the_switch_on_for_fp32_alone_and_back_off(monkeypatc
             seen.append((name, torch.backends.cuda.matmul.allow_tf32))
             return backends[name](*args)
         return run
-    args = SimpleNamespace(grad_check_max_T=64, eager_max_T=0)
+    args = SimpleNamespace(grad_check_max_T=64, eager_max_T=0, rates="model")
     for dtype in ("float32", "bfloat16"):
         entry = gdn.bench_shape("B1_T20_H2_S8_D8", dtype, {n: spy(n) for n in backends}, args,
                                 torch.device("cpu"))

@@ -311,8 +311,8 @@ TF32_PRECISIONS = {"chunk_triton_kernel": ("default", "fp32-grade, the default")
                    "chunk_triton_kernel_tf32": ("tf32", "TF32, the opt-in")}
 # rule -> (its run, our backend in it, the peer, the forward target's limit, the peer's
 # forward + backward limit); fp32 inputs take each kernel's default, fp32-grade products
-STANDING = {"gla": (GLA_RECORD_RUN, "chunk_triton_unchecked", "fla_chunk", 3.0, 0.9),
-            "delta": (DELTA_RECORD_RUN, "chunk_triton", "fla_chunk_kda", 4.0, 0.8)}
+STANDING = {"gla": ((GLA_RECORD_RUN,), "chunk_triton_unchecked", "fla_chunk", 3.0, 0.9),
+            "delta": ((DELTA_RECORD_RUN,), "chunk_triton", "fla_chunk_kda", 4.0, 0.8)}
 # the same commands on one H100, fourth session of 2026-12-05, tree f79bc97 (every change of
 # the H200 runs' day since, up to the inverse's first level without a product): the delta
 # rule in two runs, one a shape (the first run's --budget-s ran out after B4), the gla rule
@@ -326,9 +326,9 @@ STANDING_H100 = {
 
 def standing(runs: dict = STANDING, clone: bool = False) -> CaptionedTable:
     """Both rules' chunked kernels as the GDN mixer calls them, beside their fla peers, at
-    every shape and dtype their runs timed both (``runs``: rule -> (a run or a tuple of
-    runs, our backend, the peer, the forward's limit, forward + backward's); ``STANDING``
-    or ``STANDING_H100``): forward and forward + backward times, the ratios to the peer,
+    every shape and dtype their runs timed both (``runs``: rule -> (its runs, our backend,
+    the peer, the forward's limit, forward + backward's); ``STANDING`` or
+    ``STANDING_H100``): forward and forward + backward times, the ratios to the peer,
     peak memory against the peer's, and the forward against a copy of the bytes it must
     move once (read the inputs, write o) at the run's measured copy rate; where the run
     timed a clone of those bytes (the delta runs), the forward over it too (a column if
@@ -337,7 +337,7 @@ def standing(runs: dict = STANDING, clone: bool = False) -> CaptionedTable:
 
     rows, captions = [], []
     for rule, (names, ours, peer, fwd_limit, pair_limit) in runs.items():
-        for run in (names,) if isinstance(names, str) else names:
+        for run in names:
             if rule == "gla":
                 report = load_reports([run])[0]
                 entries = report["shapes"].values()

@@ -269,7 +269,7 @@ def _standing_text() -> list[str]:
         low, high = min(vals, key=float), max(vals, key=float)
         return low if low == high else f"{low}–{high}"
 
-    files = ", ".join(run for run, *_ in STANDING.values())
+    files = ", ".join(run for runs, *_ in STANDING.values() for run in runs)
     parts = []
     for rule, peer in (("gla", "chunk_gla"), ("delta", "chunk_kda")):
         parts.append(f"{rule} against `{peer}`: forward + backward "

@@ -25,9 +25,9 @@ __all__ = ["check_chunk_size", "to_chunks", "from_chunks", "causal_decays", "ONE
 ONE_PRODUCT_SPAN = 64.0
 
 
-def check_chunk_size(chunk_size, default: int) -> None:
+def check_chunk_size(chunk_size, default: int, name: str = "chunk_size") -> None:
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, e.g. {default}, "
+        raise ValueError(f"{name} must be a positive int, e.g. {default}, "
                          f"got {chunk_size!r}")
 
 
@@ -77,9 +77,8 @@ def one_product_chunks(g: torch.Tensor, A: torch.Tensor, chunk_size: int,
     if A.ndim != 2 or A.shape[0] != g.shape[2]:
         raise ValueError(f"A must be (H, S) with H = {g.shape[2]} as in g, got shape "
                          f"{tuple(A.shape)}")
-    for name, value, example in (("block_size", block_size, 16), ("chunk_size", chunk_size, 128)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, e.g. {example}, got {value!r}")
+    check_chunk_size(block_size, 16, "block_size")
+    check_chunk_size(chunk_size, 128)
     if chunk_size % block_size:
         nearest = max(1, round(chunk_size / block_size)) * block_size
         raise ValueError(f"chunk_size must be a multiple of block_size = {block_size}, e.g. "
