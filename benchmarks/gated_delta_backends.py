@@ -136,15 +136,18 @@ def delta_backends(names, device):
 
 
 # ------------------------------------------------------------------------------ inputs, checks
-RATES = ("weak", "model")  # make_inputs's decay rates
+RATES = ("weak", "model", "spread")  # make_inputs's decay rates
 
 
 def make_inputs(B, T, H, S, D, dtype, device, seed=0, rates="weak"):
     """[v, b, c, g, A_log, beta] (A_log fp32, the rest in ``dtype``) and an output gradient.
-    ``rates``: "weak", A_log uniform in (log 0.05, 0) per (head, key), so that every chunk's
-    pairs fit one product (``hymo_mini.ops.one_product_chunks``); "model", A_log = log(h + 1)
-    for head h on every key, as the GDN block initialises it, where most chunks take the
-    levels. The other tensors are the same draws either way."""
+    ``rates``: "weak", A_log uniform in (log 0.05, 0) per (head, key); "model", A_log =
+    log(h + 1) for head h on every key, as the GDN block initialises it; "spread", the
+    model's plus a jitter uniform in (-1, 1) per (head, key), so that a head's keys decay at
+    rates up to e² apart. On the first two every chunk's pairs fit one product
+    (``hymo_mini.ops.one_product_chunks``: a head's keys share one rate in the second), on
+    the third most chunks take the levels. The other tensors are the same draws either
+    way."""
     if rates not in RATES:
         raise ValueError(f"rates must be one of {RATES}, got {rates!r}")
     gen = torch.Generator().manual_seed(seed)
@@ -153,8 +156,11 @@ def make_inputs(B, T, H, S, D, dtype, device, seed=0, rates="weak"):
     c = F.normalize(torch.randn(B, T, H, S, generator=gen), dim=-1)
     g = torch.sigmoid(torch.randn(B, T, H, generator=gen))
     A_log = torch.empty(H, S).uniform_(math.log(0.05), 0.0, generator=gen)
-    if rates == "model":
+    if rates != "weak":
         A_log = torch.log(torch.arange(1, H + 1, dtype=torch.float32))[:, None].repeat(1, S)
+    if rates == "spread":  # its own generator: the draws below stay the same
+        A_log += torch.empty(H, S).uniform_(-1.0, 1.0,
+                                            generator=torch.Generator().manual_seed(seed + 1))
     beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
     do = torch.randn(B, T, H, D, generator=gen)
     inputs = [t.to(device, dtype) for t in (v, b, c, g)] + [A_log.to(device),

@@ -116,14 +116,16 @@ def parse_shape(text):
     return fields["B"], fields["T"], fields["H"], fields.get("S", 32), fields.get("D", 32)
 
 
-RATES = ("model", "weak")  # make_inputs's decay rates
+RATES = ("model", "weak", "spread")  # make_inputs's decay rates
 
 
 def make_inputs(B, T, H, S, D, dtype, device, seed=0, rates="model"):
     """Unit-scale inputs. ``rates``: "model", A as the block initialises it (head h decays
-    at rate h + 1: most chunks past the one product's span, ``ops.one_product_chunks``);
-    "weak", A_log uniform in (log 0.05, 0) per (head, key) as benchmarks/gated_delta.py
-    draws it (every chunk one product). The other tensors are the same draws either way."""
+    at rate h + 1 on every key); "weak", A_log uniform in (log 0.05, 0) per (head, key) as
+    benchmarks/gated_delta.py draws it; "spread", the model's A_log plus a jitter uniform in
+    (-1, 1) per (head, key). Every chunk takes the one product on the first two
+    (``ops.one_product_chunks``), most take the levels on the third. The other tensors are
+    the same draws either way."""
     if rates not in RATES:
         raise ValueError(f"rates must be one of {RATES}, got {rates!r}")
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -134,6 +136,9 @@ def make_inputs(B, T, H, S, D, dtype, device, seed=0, rates="model"):
     A_log = torch.log(torch.arange(1, H + 1.0))[:, None].repeat(1, S)
     if rates == "weak":
         A_log = torch.empty(H, S).uniform_(math.log(0.05), 0.0, generator=gen)
+    if rates == "spread":  # its own generator: the draw of do stays the same
+        A_log += torch.empty(H, S).uniform_(-1.0, 1.0,
+                                            generator=torch.Generator().manual_seed(seed + 1))
     out = [t.to(device, dtype) for t in (v, b, c, g)] + [A_log.to(device)]
     return out, torch.randn(B, T, H, D, generator=gen).to(device, dtype)  # and do
 

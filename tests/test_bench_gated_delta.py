@@ -119,16 +119,23 @@ def test_the_gla_profile_takes_a_dtype_and_restores_its_settings(monkeypatch):
 
 
 def test_rates_as_the_model_initialises_them(tmp_path):
-    """--rates model: A_log = log(h + 1) per head, the other inputs the same draws, most
-    chunks past the one product's span; the run checks and records it."""
-    weak, _ = make_inputs(1, 64, 40, 8, 4, torch.float32, torch.device("cpu"))
-    model, _ = make_inputs(1, 64, 40, 8, 4, torch.float32, torch.device("cpu"), rates="model")
+    """--rates model: A_log = log(h + 1) on every key of head h; "spread": that plus a
+    jitter per key. The other inputs are the same draws. Every chunk fits the one product
+    on the first two (on "model" each head's keys share one rate), the fast heads' chunks
+    are past its span on the third. The run checks and records the setting."""
+    cpu = torch.device("cpu")
+    weak, _ = make_inputs(1, 64, 40, 8, 4, torch.float32, cpu)
+    model, _ = make_inputs(1, 64, 40, 8, 4, torch.float32, cpu, rates="model")
+    spread, _ = make_inputs(1, 64, 40, 8, 4, torch.float32, cpu, rates="spread")
     assert torch.equal(model[4], torch.log(torch.arange(1.0, 41.0))[:, None].repeat(1, 8))
-    assert all(torch.equal(a, b) for i, (a, b) in enumerate(zip(weak, model, strict=True))
-               if i != 4)
+    assert 0 < (spread[4] - model[4]).abs().max() < 1
+    for other in (model, spread):
+        assert all(torch.equal(a, b) for i, (a, b) in enumerate(zip(weak, other, strict=True))
+                   if i != 4)
     from hymo_mini.ops import one_product_chunks
     assert one_product_chunks(weak[3], -weak[4].exp(), 16).all()
-    assert not one_product_chunks(model[3], -model[4].exp(), 16)[:, 19:].any()  # rate >= 20
+    assert one_product_chunks(model[3], -model[4].exp(), 16).all()
+    assert not one_product_chunks(spread[3], -spread[4].exp(), 16)[:, 19:].any()  # rate >= 20
     with pytest.raises(ValueError, match="rates must be one of"):
         make_inputs(1, 4, 1, 2, 2, torch.float32, torch.device("cpu"), rates="strong")
     out = tmp_path / "gd.json"

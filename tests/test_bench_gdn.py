@@ -64,15 +64,20 @@ def test_tf32_backend_turns_the_switch_on_for_fp32_alone_and_back_off(monkeypatc
 
 
 def test_make_inputs_rates():
-    """"model" (the default, as the GDN block initialises A) and "weak" differ in A_log
-    alone: on the model's rates the fast heads' chunks are past the one product's span, on
-    the weak ones every chunk is within it."""
+    """"model" (the default, as the GDN block initialises A), "weak" and "spread" differ in
+    A_log alone: every chunk is within the one product's span on the first two (on the
+    model's rates each head's keys share one), the fast heads' chunks are past it on the
+    third, whose keys' rates differ."""
     cpu = torch.device("cpu")
-    model, _ = gdn.make_inputs(1, 64, 40, 8, 4, torch.float32, cpu)
+    model, do = gdn.make_inputs(1, 64, 40, 8, 4, torch.float32, cpu)
     weak, _ = gdn.make_inputs(1, 64, 40, 8, 4, torch.float32, cpu, rates="weak")
-    assert all(torch.equal(a, b) for a, b in zip(model[:4], weak[:4], strict=True))
+    spread, spread_do = gdn.make_inputs(1, 64, 40, 8, 4, torch.float32, cpu, rates="spread")
+    for other in (weak, spread):
+        assert all(torch.equal(a, b) for a, b in zip(model[:4], other[:4], strict=True))
+    assert torch.equal(do, spread_do)
     assert torch.equal(model[4], torch.log(torch.arange(1.0, 41.0))[:, None].repeat(1, 8))
     assert ops.one_product_chunks(weak[3], -weak[4].exp(), 16).all()
-    assert not ops.one_product_chunks(model[3], -model[4].exp(), 16)[:, 19:].any()
+    assert ops.one_product_chunks(model[3], -model[4].exp(), 16).all()
+    assert not ops.one_product_chunks(spread[3], -spread[4].exp(), 16)[:, 19:].any()
     with pytest.raises(ValueError, match="rates must be one of"):
         gdn.make_inputs(1, 4, 1, 2, 2, torch.float32, cpu, rates="fast")

@@ -318,6 +318,36 @@ def test_pairs_take_one_product_only_where_the_decay_allows(monkeypatch, forward
     assert rel_err(outputs[0.01, "auto"], outputs[0.01, "levels"]) < FP32_TOL
 
 
+@pytest.mark.triton
+@pytest.mark.parametrize("forward", gtc.FORWARDS)
+def test_one_rate_per_head_takes_one_product_at_any_decay(monkeypatch, forward):
+    """A head whose keys share one rate fits the one product however strong its decay (the
+    decay they share is a tile of its own, ``chunk_blocks._pairs``): at rates of 100 and
+    more, "auto" gives other bits than "levels", and both agree with the loop (outputs,
+    final state, every gradient)."""
+    B, T, H, S, D = 1, 70, 2, 12, 20
+    leaves = make_leaves(B, T, H, S, D, torch.float32)
+    with torch.no_grad():
+        leaves[4].copy_(leaves[4][:, :1].expand(H, S))  # A_log (H, S): each head one rate
+    do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
+    dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
+    ref = [t.detach().double().requires_grad_() for t in leaves]
+    o_ref, final_ref, grads_ref = run(reference, ref, 100.0, do, dht)
+    outputs = {}
+    for pairs in gtc.PAIRS:
+        monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs,
+                                              forward=forward, chunk=32))
+        mine = [t.detach().clone().requires_grad_() for t in leaves]  # fresh .grad
+        o, final, grads = run(lambda *a: chunk_gla_triton(*a), mine, 100.0, do, dht)
+        outputs[pairs] = o
+        errors = {"o": rel_err(o, o_ref), "final": rel_err(final, final_ref)}
+        errors.update({"d" + n: rel_err(x, grads_ref[n]) for n, x in grads.items()})
+        bad = {k: e for k, e in errors.items()
+               if not e < (5 if k in GATE_GRADS else 1) * FP32_TOL}
+        assert not bad, (pairs, errors)
+    assert not torch.equal(outputs["auto"], outputs["levels"])
+
+
 def test_pairs_setting_checked(monkeypatch):
     monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs="fast"))
     with pytest.raises(ValueError, match="pairs"):

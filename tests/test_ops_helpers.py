@@ -19,7 +19,7 @@ from hymo_mini.ops.chunks import (
     one_product_chunks,
     to_chunks,
 )
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, SPAN, _chunk_fits
+from hymo_mini.ops.gla.chunk_blocks import SPAN, _chunk_fits, _rates, _spread
 
 
 @pytest.mark.parametrize("T", [1, 7, 8, 9])
@@ -153,13 +153,12 @@ def test_forward_mode_tangents_are_not_dropped(rule):
 def _fits_kernel(g, A, out, T, H: tl.constexpr, S: tl.constexpr, BS: tl.constexpr,
                  BC: tl.constexpr, BT: tl.constexpr):
     """The kernels' own decision, _chunk_fits, for chunk program_id(0) of (b, h) program_id(1),
-    with the fastest rate found as the forwards find it."""
+    with the rates' spread found as the forwards find it."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_s = tl.arange(0, BS)
-    b_A = tl.load(A + i_h * S + o_s, mask=o_s < S, other=0.0).to(tl.float32)
-    amax2 = tl.max(tl.abs(b_A * LOG2E), axis=0)
-    fits = _chunk_fits(g, i_b.to(tl.int64) * T * H + i_h, i_c, T, amax2, H, BC, BT)
+    b_A2 = _rates(A, i_h, o_s, o_s < S, S)
+    fits = _chunk_fits(g, i_b.to(tl.int64) * T * H + i_h, i_c, T, _spread(b_A2), H, BC, BT)
     tl.store(out + i_bh * tl.num_programs(0) + i_c, fits)
 
 
@@ -167,14 +166,16 @@ def _fits_kernel(g, A, out, T, H: tl.constexpr, S: tl.constexpr, BS: tl.constexp
 @pytest.mark.parametrize("T, chunk, block", [(200, 64, 16), (77, 48, 16), (40, 32, 32)])
 def test_one_product_chunks_is_the_kernels_rule(T, chunk, block):
     """one_product_chunks against _chunk_fits itself, on gates and rates that put about half
-    the chunks on each side of the span: blocks whose chunk length is a power of two of
-    theirs (one tile) and not (block by block), and a last chunk with padding."""
+    the chunks on each side of the span, and a head whose keys share one strong rate:
+    blocks whose chunk length is a power of two of theirs (one tile) and not (block by
+    block), a last chunk with padding, and S short of the tile (its lanes past S)."""
     B, H, S = 2, 6, 24
     g = torch.rand(B, T, H, generator=torch.Generator().manual_seed(T))
     A = -torch.linspace(0.5, 12.0, H)[:, None] * torch.rand(H, S).add(0.5)  # (H, S) < 0
+    A[1] = -40.0  # one rate on every key: fits however strong the decay
     mine = one_product_chunks(g, A, chunk, block)
     K = -(-T // chunk)
-    assert mine.shape == (B, H, K) and 0 < mine.float().mean() < 1
+    assert mine.shape == (B, H, K) and 0 < mine.float().mean() < 1 and mine[:, 1].all()
     theirs = torch.empty(B * H * K, dtype=torch.int32)
     _fits_kernel[(K, B * H)](g, A, theirs, T, H=H, S=S, BS=32, BC=chunk, BT=block)
     assert torch.equal(mine.flatten(), theirs.bool())

@@ -18,8 +18,9 @@ from einops import einsum, rearrange, reduce
 __all__ = ["check_chunk_size", "to_chunks", "from_chunks", "causal_decays", "ONE_PRODUCT_SPAN",
            "one_product_chunks"]
 
-# The Triton kernels form a block's pairs by one product when every exp2(±l_t A_n log2 e) of
-# it lies in [2^-SPAN, 2^SPAN] (``gla.chunk_blocks.SPAN`` is this number): far from fp32's
+# The Triton kernels form a block's pairs by one product when every exp2(±l_t δ_n) of it lies in
+# [2^-SPAN, 2^SPAN], δ_n the excess of rate n over the head's slowest, in base 2
+# (``gla.chunk_blocks._pairs``; ``gla.chunk_blocks.SPAN`` is this number): far from fp32's
 # overflow (2^128) and from its subnormals (2^-126), so that no factor loses bits and no
 # product of two overflows.
 ONE_PRODUCT_SPAN = 64.0
@@ -65,13 +66,16 @@ def one_product_chunks(g: torch.Tensor, A: torch.Tensor, chunk_size: int,
     K = ceil(T / chunk_size), for g (B, T, H) and A (H, S) < 0.
 
     The kernels' rule (``gla.chunk_blocks._chunk_fits``): a chunk fits when, in every block
-    of ``block_size`` steps, the gate summed from the block's start times the head's fastest
-    rate max_n |A_n|, in base 2, stays within ``ONE_PRODUCT_SPAN``. The last chunk counts its
-    padding steps as g = 0. The gla forward decides per chunk of ``CONFIGS["chunk"]`` steps in
-    blocks of ``CONFIGS["block"]``; the delta rule's one-launch forward per stretch of
-    ``CONFIGS_16BIT["chain"]["chunks"]`` chunks of 16 steps, and only up to the first stretch
-    of a sequence that does not fit (the rest take the levels). A value within rounding of
-    the limit may be decided the other way by the kernel, which sums in its own order."""
+    of ``block_size`` steps, the gate summed from the block's start times the spread of the
+    head's rates, max_n A_n - min_n A_n in base 2, stays within ``ONE_PRODUCT_SPAN``. (The
+    product takes the decay every key shares, the slowest rate's, as a tile of its own, so
+    only the keys' excess over it has to fit: a head whose keys share one rate fits however
+    strong its decay.) The last chunk counts its padding steps as g = 0. The gla forward
+    decides per chunk of ``CONFIGS["chunk"]`` steps in blocks of ``CONFIGS["block"]``; the
+    delta rule's one-launch forward per stretch of ``CONFIGS_16BIT["chain"]["chunks"]``
+    chunks of 16 steps, and only up to the first stretch of a sequence that does not fit
+    (the rest take the levels). A value within rounding of the limit may be decided the
+    other way by the kernel, which sums in its own order."""
     if g.ndim != 3:
         raise ValueError(f"g must be (B, T, H), got shape {tuple(g.shape)}")
     if A.ndim != 2 or A.shape[0] != g.shape[2]:
@@ -88,5 +92,6 @@ def one_product_chunks(g: torch.Tensor, A: torch.Tensor, chunk_size: int,
     pad = (-largest.shape[-1]) % (chunk_size // block_size)  # blocks of the last chunk's padding
     largest = rearrange(F.pad(largest, [0, pad]), "b h (k n) -> b h k n",
                         n=chunk_size // block_size).amax(-1)  # (B, H, K)
-    rate2 = (A.float() * math.log2(math.e)).abs().amax(-1)  # (H,) the fastest, in base 2
-    return largest * rate2[:, None] <= ONE_PRODUCT_SPAN
+    A2 = A.float() * math.log2(math.e)  # (H, S) the rates in base 2
+    spread = A2.amax(-1) - A2.amin(-1)  # (H,) slowest minus fastest
+    return largest * spread[:, None] <= ONE_PRODUCT_SPAN

@@ -48,7 +48,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gated_delta.chunk_kernels import _erasures
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, _chunk_fits, _gate_sums, _pairs
+from hymo_mini.ops.gla.chunk_blocks import _chunk_fits, _gate_sums, _pairs, _rates, _spread
 from hymo_mini.ops.gla.chunk_chain import _hand_on, _state_handed_on
 from hymo_mini.ops.gla.chunk_states import _dot, _rows
 
@@ -101,14 +101,12 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
     m_h = m_s[:, None] & m_d[None, :]
     o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
     o_tt = o_i[:, None] * BT + o_i[None, :]  # [BT, BT]
-    b_A = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32)  # [BS]
-    b_A2 = b_A * LOG2E  # the rates in base 2
-    amax2 = tl.max(tl.abs(b_A2), axis=0)  # the fastest, for _chunk_fits
+    b_A2 = _rates(A, i_h, o_s, m_s, S)  # [BS] the rates in base 2
     row0 = i_b.to(tl.int64) * T * H + i_h
     p_tt = (i_bh.to(tl.int64) * NK + k0) * BT * BT + o_tt  # [BT, BT] the first chunk's
     p_flag = flags + 1 + i_c * BH + i_bh  # this stretch's flag
     if PAIRS == "product":
-        if _chunk_fits(g, row0, i_c, T, amax2, H, NB * BT, BT) == 0:
+        if _chunk_fits(g, row0, i_c, T, _spread(b_A2), H, NB * BT, BT) == 0:
             tl.atomic_xchg(p_flag, 2, sem="release")  # the second launch takes it
             return
     if PAIRS == "rest":
@@ -126,7 +124,7 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
-        b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT,
+        b_KK, b_kh = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
                             PAIRS == "product", PRECISION)  # [BT, BT] key pairs, [BT, BS] K̂
         b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
         if KEEP:
@@ -176,7 +174,7 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
             if REDO == "inverse":  # from the (I + M)⁻¹ step 1 kept
                 b_Ti = tl.load(ti + p_tt + j * BT * BT)  # [BT, BT]
             else:  # from the chunk's keys, solved again
-                b_KK, b_kh = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                b_KK, b_kh = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
                                     PAIRS == "product", PRECISION)
                 b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
             b_w = _dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # W
@@ -190,7 +188,7 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
             tl.store(u + o_row * D + o_d[None, :], b_u, mask=m_tD)
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] Q̃
-        b_P, b_kh = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT,
+        b_P, b_kh = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
                            PAIRS == "product", PRECISION)  # [BT, BT] the pairs P, [BT, BS] K̂
         b_o = _dot(b_Qt, b_h, PRECISION)  # [BT, BD] Q̃ H
         b_o += _dot(b_P, b_u, PRECISION)

@@ -18,11 +18,12 @@ import triton.language as tl
 
 # shared with the gla chunk kernel
 from hymo_mini.ops.gla.chunk_blocks import (
-    LOG2E,
     _claims,
     _gate_sums,
     _level,
     _pairs,
+    _rates,
+    _spread,
 )
 from hymo_mini.ops.gla.chunk_states import _dot, _rows
 
@@ -134,10 +135,10 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, marks, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     o_t = i_c * BT + o_i
     m_t = o_t < T  # padding steps: g = 0, β = 0, b = 0 (no decay, no write)
-    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    b_A2 = _rates(A, i_h, o_s, m_s, S)  # [BS] the rates in base 2
     if PAIRS != "levels":
         if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, g, row0, i_c, T,
-                   tl.max(tl.abs(b_A2), axis=0), H, BT, BT, PAIRS) == 0:
+                   _spread(b_A2), H, BT, BT, PAIRS) == 0:
             return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
@@ -145,7 +146,7 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, marks, T,
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
     b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
-    b_KK, _ = _pairs(b_k, b_k, b_Kt, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+    b_KK, _ = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
                      PRECISION)  # [BT, BT]
     b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)  # [BT, BT]
     if KEEP:
@@ -175,10 +176,10 @@ def _output_kernel(b, c, g, A, hs, u, o, marks, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     o_t = i_c * BT + o_i
     m_t = o_t < T
-    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    b_A2 = _rates(A, i_h, o_s, m_s, S)  # [BS] the rates in base 2
     if PAIRS != "levels":
         if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, g, row0, i_c, T,
-                   tl.max(tl.abs(b_A2), axis=0), H, BT, BT, PAIRS) == 0:
+                   _spread(b_A2), H, BT, BT, PAIRS) == 0:
             return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = _gate_sums(b_g, o_i, BT)
@@ -188,7 +189,7 @@ def _output_kernel(b, c, g, A, hs, u, o, marks, T,
     p_h = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
     b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] H_0
     b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
-    b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+    b_P, _ = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
                     PRECISION)  # [BT, BT]
     b_o = _dot(b_Qt, b_h, PRECISION)  # [BT, BD]
     b_o += _dot(b_P, b_u, PRECISION)
@@ -210,18 +211,17 @@ def _du_local_kernel(b, c, g, A, do, du, marks, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     o_t = i_c * BT + o_i
     m_t = o_t < T
-    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    b_A2 = _rates(A, i_h, o_s, m_s, S)  # [BS] the rates in base 2
     if PAIRS != "levels":
         if _claims(marks + i_bh * tl.cdiv(T, BT) + i_c, g, row0, i_c, T,
-                   tl.max(tl.abs(b_A2), axis=0), H, BT, BT, PAIRS) == 0:
+                   _spread(b_A2), H, BT, BT, PAIRS) == 0:
             return
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = _gate_sums(b_g, o_i, BT)
     b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
-    b_P, _ = _pairs(b_q, b_k, b_Qt, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+    b_P, _ = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
                     PRECISION)  # [BT, BT]
     b_du = _dot(tl.trans(b_P), b_do, PRECISION)  # [BT, BD]
     tl.store(du + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_du,

@@ -76,18 +76,38 @@ def _intra(b_c, b_b, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr, GRAD: tl.conste
     return b_W, b_dc, b_db
 
 
-# A block's pairs are one product when every exp2(±l_t A2_n) of it lies in [2^-SPAN, 2^SPAN]
-# (why this span: hymo_mini.ops.chunks, ONE_PRODUCT_SPAN; one_product_chunks applies the rule
-# of _chunk_fits in PyTorch).
+# A block's pairs are one product when every exp2(±l_t δ_n) of it lies in [2^-SPAN, 2^SPAN],
+# δ_n = A2_n - max(A2) the rates' excess over the head's slowest (why this span:
+# hymo_mini.ops.chunks, ONE_PRODUCT_SPAN; one_product_chunks applies the rule of _chunk_fits
+# in PyTorch).
 SPAN = tl.constexpr(ONE_PRODUCT_SPAN)
 
 
 @triton.jit
-def _chunk_fits(g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr, BT: tl.constexpr):
+def _rates(A, i_h, o_s, m_s, S: tl.constexpr):
+    """Head i_h's rates in base 2, A2 = A log2(e) [BS]. The lanes past S (when BS > S) take
+    the head's slowest rate, so that the tile's largest and smallest are the head's own
+    (``_spread``, ``_pairs``); every tile those lanes meet is zero there (b, c, the state's
+    rows), so their decay changes nothing."""
+    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E
+    return tl.where(m_s, b_A2, tl.max(tl.where(m_s, b_A2, float("-inf")), axis=0))
+
+
+@triton.jit
+def _spread(b_A2):
+    """How far the head's rates spread, max(A2) - min(A2) ≥ 0 (base 2): what the one
+    product's factors are raised by (``_pairs``; 0 when the head has one rate)."""
+    return tl.max(b_A2, axis=0) - tl.min(b_A2, axis=0)
+
+
+@triton.jit
+def _chunk_fits(g, row0, i_c, T, spread2, H: tl.constexpr, BC: tl.constexpr,
+                BT: tl.constexpr):
     """1 if every BT-step block of the BC-step chunk i_c fits the one product (``_pairs``):
-    the gate summed from each block's start, times the fastest rate amax2 = max_n |A2_n|,
-    stays within SPAN; else 0. The gates as one [BC / BT, BT] tile where BC / BT is a power
-    of two (tl.arange needs one; every default setting), else one block at a time."""
+    the gate summed from each block's start, times the spread of the rates spread2
+    (``_spread``), stays within SPAN; else 0. The gates as one [BC / BT, BT] tile where
+    BC / BT is a power of two (tl.arange needs one; every default setting), else one block
+    at a time."""
     NBLK: tl.constexpr = BC // BT
     o_i = tl.arange(0, BT)
     if (NBLK & (NBLK - 1)) == 0:
@@ -101,11 +121,11 @@ def _chunk_fits(g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr, BT: t
             o_t = i_c * BC + j * BT + o_i
             b_g = tl.load(g + row0 + o_t * H, mask=o_t < T, other=0.0).to(tl.float32)  # [BT]
             largest = tl.maximum(largest, tl.max(tl.abs(tl.cumsum(b_g, axis=0)), axis=0))
-    return (largest * amax2 <= SPAN).to(tl.int32)
+    return (largest * spread2 <= SPAN).to(tl.int32)
 
 
 @triton.jit
-def _claims(p_mark, g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr,
+def _claims(p_mark, g, row0, i_c, T, spread2, H: tl.constexpr, BC: tl.constexpr,
             BT: tl.constexpr, PAIRS: tl.constexpr):
     """Whether this launch computes the BC-step chunk i_c, when the pairs are split over two
     launches of one kernel: with PAIRS = "product" the chunks that fit (``_chunk_fits``),
@@ -113,7 +133,7 @@ def _claims(p_mark, g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr,
     (The caller returns at once when it is not its chunk: one branch around the whole
     program, not one between the two forms of the pairs.)"""
     if PAIRS == "product":
-        fits = _chunk_fits(g, row0, i_c, T, amax2, H, BC, BT)
+        fits = _chunk_fits(g, row0, i_c, T, spread2, H, BC, BT)
         tl.store(p_mark, 1 - fits)
         mine = fits
     else:
@@ -122,25 +142,36 @@ def _claims(p_mark, g, row0, i_c, T, amax2, H: tl.constexpr, BC: tl.constexpr,
 
 
 @triton.jit
-def _pairs(b_x, b_y, b_xE, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr,
-           PRODUCT: tl.constexpr, PRECISION: tl.constexpr):
+def _pairs(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr, PRODUCT: tl.constexpr,
+           PRECISION: tl.constexpr):
     """The block's pair weights W_ts = Σ_n x_tn y_sn exp2((l_t - l_s) A2_n) for s ≤ t
     [BT, BT], and y carried to the block's end, y ⊙ exp2((l_end - l) A2) [BT, BS].
-    b_xE = x ⊙ exp2(l A2), which the caller has for its reads of the start state.
 
-    With PRODUCT, the caller has checked (``_chunk_fits``) that every exponent l_t A2_n of
-    the block is within ±SPAN: the decay splits at the block's start, exp2((l_t - l_s) A2)
-    = exp2(l_t A2) · exp2(-l_s A2), and W is one product, (x ⊙ exp2(l A2)) (y ⊙
-    exp2(-l A2))ᵀ, masked to s ≤ t: no factor leaves [2^-SPAN, 2^SPAN] and every kept
-    product is the pair's own decay, so it is as exact as the levels'. Otherwise the levels
-    of ``_intra``, whose factors stay in [0, 1] whatever the decay. The choice is made per
-    launch, never by a branch in here: compiled for an H200 by Triton 3.6, a branch between
-    the two forms gave wrong outputs (see AUTO_PAIRS at the end of this file)."""
+    With PRODUCT, the caller has checked (``_chunk_fits``) that every l_t δ_n of the block
+    is within ±SPAN, δ_n = A2_n - a ≤ 0 each rate's excess over the head's slowest, a =
+    max A2. The decay of a pair splits into a part every key shares and the excess:
+
+        exp2((l_t - l_s) A2_n) = exp2((l_t - l_s) a) · exp2(l_t δ_n) · exp2(-l_s δ_n),
+
+    so W = exp2((l_t - l_s) a) ⊙ (x ⊙ exp2(l δ)) (y ⊙ exp2(-l δ))ᵀ, masked to s ≤ t: one
+    product and one [BT, BT] tile of shared decays in [0, 1]. No factor leaves [2^-SPAN,
+    2^SPAN] and every kept term is the pair's own decay, so it is as exact as the levels'.
+    A head whose keys share one rate (δ = 0) fits however strong its decay. Otherwise the
+    levels of ``_intra``, whose factors stay in [0, 1] whatever the decay. The choice is
+    made per launch, never by a branch in here: compiled for an H200 by Triton 3.6, a
+    branch between the two forms gave wrong outputs (see AUTO_PAIRS at the end of this
+    file)."""
     if PRODUCT:
-        b_yE = b_y * tl.exp2(-b_l[:, None] * b_A2[None, :])  # [BT, BS] at most 2^SPAN
-        b_W = _dot(b_xE, tl.trans(b_yE), PRECISION)  # [BT, BT]
-        b_W = tl.where(o_i[:, None] >= o_i[None, :], b_W, 0.0)
-        b_yH = b_yE * tl.exp2(b_lend * b_A2)[None, :]  # [BT, BS]
+        a = tl.max(b_A2, axis=0)  # the slowest rate, ≤ 0
+        b_d = b_A2 - a  # [BS] ≤ 0, the excess decay of each key
+        b_xD = b_x * tl.exp2(b_l[:, None] * b_d[None, :])  # [BT, BS] x times [2^-SPAN, 1]
+        b_yD = b_y * tl.exp2(-b_l[:, None] * b_d[None, :])  # [BT, BS] y times [1, 2^SPAN]
+        m_ts = o_i[:, None] >= o_i[None, :]  # [BT, BT] s ≤ t
+        b_gap = tl.where(m_ts, b_l[:, None] - b_l[None, :], 0.0)  # [BT, BT] ≥ 0
+        b_W = _dot(b_xD, tl.trans(b_yD), PRECISION)  # [BT, BT]
+        b_W = tl.where(m_ts, b_W * tl.exp2(b_gap * a), 0.0)
+        b_yH = (b_yD * tl.exp2(b_lend * b_d)[None, :]
+                * tl.exp2((b_lend - b_l) * a)[:, None])  # [BT, BS]
     else:
         b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT, PRECISION)
     return b_W, b_yH
@@ -183,8 +214,8 @@ def _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T,
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
         b_o = _dot(b_cH, b_h, PRECISION)  # [BT, BD]
-        b_W, b_bH = _pairs(b_c, b_b, b_cH, b_l, b_lend, b_A2, o_i, LOG2_BT,
-                           PAIRS == "product", PRECISION)
+        b_W, b_bH = _pairs(b_c, b_b, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+                           PRECISION)
         b_o += _dot(b_W, b_v, PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
         tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
@@ -216,11 +247,11 @@ def _output_fwd_kernel(v, b, c, g, A, hs, o, hb, marks, T,
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]
     o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    b_A2 = _rates(A, i_h, o_s, m_s, S)  # [BS]
     row0 = i_b.to(tl.int64) * T * H + i_h
     if PAIRS != "levels":
-        if _claims(marks + i_bh * NC + i_c, g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H,
-                   BC, BT, PAIRS) == 0:
+        if _claims(marks + i_bh * NC + i_c, g, row0, i_c, T, _spread(b_A2), H, BC, BT,
+                   PAIRS) == 0:
             return
     b_h = tl.load(hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_sd, mask=m_h,
                   other=0.0)  # [BS, BD] fp32, the state the chunk starts with

@@ -55,7 +55,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from hymo_mini.ops.gla.chunk_blocks import LOG2E, _claims, _output_block
+from hymo_mini.ops.gla.chunk_blocks import _claims, _output_block, _rates, _spread
 from hymo_mini.ops.gla.chunk_states import _chunk_delta
 
 __all__ = []  # kernels only, launched by hymo_mini.ops.gla.chunk_triton (_state_handed_on
@@ -130,7 +130,7 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, dh, ls, flags, marks, T,
     m_s, m_d = o_s < S, o_d < D
     m_h = m_s[:, None] & m_d[None, :]
     o_sd = o_s[:, None] * D + o_d[None, :]  # [BS, BD]
-    b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
+    b_A2 = _rates(A, i_h, o_s, m_s, S)  # [BS] the rates in base 2
     row0 = i_b.to(tl.int64) * T * H + i_h
     NT = tl.cdiv(tl.minimum(BC, T - i_c * BC), BT)  # blocks in this chunk
     p_k = i_bh.to(tl.int64) * NC  # (bh, chunk 0) in hs, dh and ls
@@ -182,8 +182,8 @@ def _chain_fwd_kernel(v, b, c, g, A, h0, hs, ht, o, hb, dh, ls, flags, marks, T,
                      b_h * tl.exp2(b_Lend * b_A2)[:, None] + b_dh, mask=m_h)
     # 4. the chunk's outputs, block by block from H_k (with "product": if they fit)
     if PAIRS == "product":
-        if _claims(marks + i_bh * NC + i_c, g, row0, i_c, T, tl.max(tl.abs(b_A2), axis=0), H,
-                   BC, BT, PAIRS) == 0:
+        if _claims(marks + i_bh * NC + i_c, g, row0, i_c, T, _spread(b_A2), H, BC, BT,
+                   PAIRS) == 0:
             return
     for i_t in range(0, NT):
         b_h = _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T, H, S, D,
