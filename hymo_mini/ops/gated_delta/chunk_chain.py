@@ -123,9 +123,8 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_l, b_lend = _gate_sums(b_g, o_i, BT)
         b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
-        b_KK, b_kh = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
-                            PAIRS == "product", PRECISION)  # [BT, BT] key pairs, [BT, BS] K̂
+        b_KK, b_kh, b_Kt = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                  PAIRS == "product", PRECISION)  # key pairs, K̂, K̃
         b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
         if KEEP:
             tl.store(mk + p_tt + j * BT * BT, b_Mk)
@@ -174,8 +173,8 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
             if REDO == "inverse":  # from the (I + M)⁻¹ step 1 kept
                 b_Ti = tl.load(ti + p_tt + j * BT * BT)  # [BT, BT]
             else:  # from the chunk's keys, solved again
-                b_KK, b_kh = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
-                                    PAIRS == "product", PRECISION)
+                b_KK, b_kh, _ = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                       PAIRS == "product", PRECISION)
                 b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
             b_w = _dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # W
             b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
@@ -187,9 +186,8 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         if KEEP:
             tl.store(u + o_row * D + o_d[None, :], b_u, mask=m_tD)
         b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] Q̃
-        b_P, b_kh = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
-                           PAIRS == "product", PRECISION)  # [BT, BT] the pairs P, [BT, BS] K̂
+        b_P, b_kh, b_Qt = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                 PAIRS == "product", PRECISION)  # the pairs P, K̂, Q̃
         b_o = _dot(b_Qt, b_h, PRECISION)  # [BT, BD] Q̃ H
         b_o += _dot(b_P, b_u, PRECISION)
         tl.store(o + o_row * D + o_d[None, :], b_o.to(o.dtype.element_ty), mask=m_tD)

@@ -145,9 +145,8 @@ def _wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, marks, T,
     b_l, b_lend = _gate_sums(b_g, o_i, BT)
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
-    b_KK, _ = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
-                     PRECISION)  # [BT, BT]
+    b_KK, _, b_Kt = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+                           PRECISION)  # [BT, BT], and K̃ [BT, BS]
     b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)  # [BT, BT]
     if KEEP:
         o_tt = ((i_bh.to(tl.int64) * tl.cdiv(T, BT) + i_c) * BT * BT + o_i[:, None] * BT
@@ -188,9 +187,8 @@ def _output_kernel(b, c, g, A, hs, u, o, marks, T,
     b_u = _rows(u, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
     p_h = hs + (i_bh.to(tl.int64) * NC + i_c) * S * D + o_s[:, None] * D + o_d[None, :]
     b_h = tl.load(p_h, mask=m_s[:, None] & m_d[None, :], other=0.0)  # [BS, BD] H_0
-    b_Qt = b_q * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
-    b_P, _ = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
-                    PRECISION)  # [BT, BT]
+    b_P, _, b_Qt = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+                          PRECISION)  # [BT, BT], and Q̃ [BT, BS]
     b_o = _dot(b_Qt, b_h, PRECISION)  # [BT, BD]
     b_o += _dot(b_P, b_u, PRECISION)
     p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
@@ -221,8 +219,8 @@ def _du_local_kernel(b, c, g, A, do, du, marks, T,
     b_q = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_do = _rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    b_P, _ = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
-                    PRECISION)  # [BT, BT]
+    b_P, _, _ = _pairs(b_q, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
+                       PRECISION)  # [BT, BT]
     b_du = _dot(tl.trans(b_P), b_do, PRECISION)  # [BT, BD]
     tl.store(du + (row0 + o_t[:, None] * H) * D + o_d[None, :], b_du,
              mask=m_t[:, None] & m_d[None, :])

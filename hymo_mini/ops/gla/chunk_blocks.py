@@ -145,7 +145,9 @@ def _claims(p_mark, g, row0, i_c, T, spread2, H: tl.constexpr, BC: tl.constexpr,
 def _pairs(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr, PRODUCT: tl.constexpr,
            PRECISION: tl.constexpr):
     """The block's pair weights W_ts = Σ_n x_tn y_sn exp2((l_t - l_s) A2_n) for s ≤ t
-    [BT, BT], and y carried to the block's end, y ⊙ exp2((l_end - l) A2) [BT, BS].
+    [BT, BT], y carried to the block's end, y ⊙ exp2((l_end - l) A2) [BT, BS], and x
+    carried from the block's start, x ⊙ exp2(l A2) [BT, BS] (for the caller's reads of
+    the state the block starts with).
 
     With PRODUCT, the caller has checked (``_chunk_fits``) that every l_t δ_n of the block
     is within ±SPAN, δ_n = A2_n - a ≤ 0 each rate's excess over the head's slowest, a =
@@ -172,9 +174,11 @@ def _pairs(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr, PRODUCT: tl.
         b_W = tl.where(m_ts, b_W * tl.exp2(b_gap * a), 0.0)
         b_yH = (b_yD * tl.exp2(b_lend * b_d)[None, :]
                 * tl.exp2((b_lend - b_l) * a)[:, None])  # [BT, BS]
+        b_xE = b_xD * tl.exp2(b_l * a)[:, None]  # [BT, BS]
     else:
         b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT, PRECISION)
-    return b_W, b_yH
+        b_xE = b_x * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
+    return b_W, b_yH, b_xE
 
 
 @triton.jit
@@ -212,10 +216,9 @@ def _output_block(v, b, c, g, o, hb, b_h, b_A2, row0, i_bh, i_c, i_t, T,
     if STORE_O:
         # read the state the block starts with, then the block itself
         b_c = _rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_cH = b_c * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
+        b_W, b_bH, b_cH = _pairs(b_c, b_b, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                 PAIRS == "product", PRECISION)
         b_o = _dot(b_cH, b_h, PRECISION)  # [BT, BD]
-        b_W, b_bH = _pairs(b_c, b_b, b_l, b_lend, b_A2, o_i, LOG2_BT, PAIRS == "product",
-                           PRECISION)
         b_o += _dot(b_W, b_v, PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]
         tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
