@@ -13,7 +13,8 @@ state the chunk starts with and H_C the one it ends with:
 
 Forward, three launches: every chunk's Uv, W at once (``_wy_fwd_kernel``: the pairs of
 Mk by the gla kernel's ``_pairs``: its levels, or with ``CONFIGS["pairs"] = "auto"`` one
-product where the chunk's decay stays within 2^±64, so no decay factor leaves fp32's range
+product where the chunk's decay beyond the part its keys share stays within 2^±64, so no
+decay factor leaves fp32's range
 (a launch with the product alone, then one with the levels alone for the chunks it left:
 ``chunk_kernels``); (I + M)⁻¹ in fp32 by
 merging diagonal blocks level by level, ``chunk_kernels._unit_lower_inverse_levels``, or

@@ -37,11 +37,19 @@ nothing overflows: a factor that underflows to zero belongs to a pair whose true
 below 1e-38 as well. The diagonal s = t is Σ_n c_tn b_tn. (Blocks of 32 steps, five
 levels, also work; see ``BLOCKS``.)
 
-The levels are the price of strong decay only. When every exponent l_t A_n of a block,
-in base 2, lies within ±64 (``chunk_blocks.SPAN``), the split at the block's start,
-(c_t exp(l_t A)) · (b_s exp(-l_s A)), has no factor near fp32's limits, and the whole W
-is one masked product of the block's c ⊙ exp(l A), which the outputs need anyway, and
-b ⊙ exp(-l A); the write carried to the block's end is b ⊙ exp(-l A) times exp(l_end A).
+The levels are the price of strong decay only, and only of decay that differs from key
+to key. Split each rate into the head's slowest, a = max_n A_n, and the excess over it,
+δ_n = A_n - a ≤ 0. The part every key shares comes out of the sum over n:
+
+    W_ts = exp((l_t - l_s) a) · Σ_n (c_tn exp(l_t δ_n)) (b_sn exp(-l_s δ_n)),
+
+a [16, 16] tile of decays in [0, 1] (one exponential per pair, not per pair and key) times
+one tl.dot. Its factors stay far from fp32's limits when every l_t δ_n of the block, in
+base 2, lies within ±64 (``chunk_blocks.SPAN``): then W is that one masked product, the
+reads of the start state use c ⊙ exp(l δ) times the column exp(l a), and the write carried
+to the block's end is b ⊙ exp(-l δ) times exp(l_end δ) and the column exp((l_end - l) a).
+A head whose keys share one rate (δ = 0, as the GDN block initialises A) fits however
+strong its decay; a head whose rates spread widely takes the levels.
 ``CONFIGS["pairs"] = "auto"`` takes that path for every chunk whose blocks all fit, the
 levels for the others; "levels" always takes the levels. The choice is not a branch
 inside the kernel (compiled for an H200 by Triton 3.6, a branch between the two forms gave
