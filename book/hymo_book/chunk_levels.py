@@ -105,17 +105,36 @@ def one_factor_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
     return torch.where(causal, W, torch.zeros_like(W))
 
 
+def shared_rate_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
+                        A: torch.Tensor) -> torch.Tensor:
+    """The same W by one product after the decay every key shares is taken out: with a =
+    max_n A_n (the slowest rate) and δ = A - a ≤ 0, W_ts = e^{(l_t - l_s) a} ·
+    Σ_n (c_tn e^{l_t δ_n}) (b_sn e^{-l_s δ_n}) for s ≤ t. The shared factor is one number
+    per pair in [0, 1]; only the excess δ passes through the one-factor split, so a head
+    whose keys share one rate (δ = 0) never overflows, however strong its decay."""
+    _check_block_inputs(b, c, g, A)
+    l = g.cumsum(0)  # (t,)
+    a = A.max()  # the slowest rate, ≤ 0
+    lD = einsum(l, A - a, "t, n -> t n")  # (t, n) ≤ 0
+    causal = torch.ones(len(g), len(g), dtype=torch.bool).tril()  # (t, s), s <= t
+    gap = torch.where(causal, l[:, None] - l[None, :], torch.zeros((), dtype=l.dtype))
+    W = einsum(c * torch.exp(lD), b * torch.exp(-lD), "t n, s n -> t s") * torch.exp(gap * a)
+    return torch.where(causal, W, torch.zeros_like(W))
+
+
 def fits_one_product(g: torch.Tensor, A: torch.Tensor, span: float = 64.0) -> bool:
     """Whether the kernel forms a block's weights by one product (``_pairs`` in
-    ``hymo_mini.ops.gla.chunk_blocks``): every exponent l_t A_n of the block, written in
-    base 2 (l_t A_n log2 e), within ±span, so that the factors 2^{±l_t A_n log2 e} of
-    :func:`one_factor_weights` stay far inside float32's range. g (T,) the block's gates,
-    l = cumsum(g) (|l| rather than l: a gate may be negative); A (S,) the rates."""
+    ``hymo_mini.ops.gla.chunk_blocks``): every exponent l_t δ_n of the block's excess decay
+    (δ = A - max A, :func:`shared_rate_weights`), written in base 2, within ±span, so that
+    the factors 2^{±l_t δ_n log2 e} stay far inside float32's range: max |l| · (max A -
+    min A) · log2 e ≤ span. g (T,) the block's gates, l = cumsum(g) (|l| rather than l: a
+    gate may be negative); A (S,) the rates."""
     if g.ndim != 1 or A.ndim != 1:
         raise ValueError(f"expected g (T,) and A (S,), got {tuple(g.shape)} and {tuple(A.shape)}")
     if not span > 0:
         raise ValueError(f"span must be positive, got {span!r}")
-    largest = g.double().cumsum(0).abs().max() * A.double().abs().max() * math.log2(math.e)
+    A = A.double()
+    largest = g.double().cumsum(0).abs().max() * (A.max() - A.min()) * math.log2(math.e)
     return bool(largest <= span)
 
 

@@ -120,9 +120,10 @@ def test_level_map_figure_rejects_bad_arguments():
 
 def test_fits_one_product_is_the_kernels_test():
     """The book's condition is the gla kernel's: a one-block sequence whose largest exponent
-    (base 2) is just inside SPAN takes one product (other bits than the levels, the same
-    answer), and one just outside takes the levels (the same bits); a negative gate counts
-    by its size; bad arguments are refused."""
+    of the excess decay (base 2) is just inside SPAN takes one product (other bits than the
+    levels, the same answer), and one just outside takes the levels (the same bits); a
+    negative gate counts by its size; one rate on every key fits at any decay; bad
+    arguments are refused."""
     span = float(SPAN.value)
     T, S, D = 16, 8, 4
     gen = torch.Generator().manual_seed(3)
@@ -133,7 +134,7 @@ def test_fits_one_product_is_the_kernels_test():
     kept = live["pairs"]
     try:
         for share, fits in ((0.95, True), (1.05, False)):
-            top = g[0, :, 0].cumsum(0).max() * rates.max() * math.log2(math.e)
+            top = g[0, :, 0].cumsum(0).max() * (rates.max() - rates.min()) * math.log2(math.e)
             A = -rates * share * span / top  # the largest exponent at share · SPAN
             assert lv.fits_one_product(g[0, :, 0], A[0]) is fits
             o = {}
@@ -144,9 +145,28 @@ def test_fits_one_product_is_the_kernels_test():
             assert max_rel_error(o["auto"], o["levels"]) < 1e-5
     finally:
         live["pairs"] = kept
-    assert lv.fits_one_product(torch.tensor([-1.0, -1.0]), torch.tensor([-1.0]), span=2.9)
-    assert not lv.fits_one_product(torch.tensor([-1.0, -1.0]), torch.tensor([-1.0]), span=2.8)
+    assert lv.fits_one_product(torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, -2.0]), span=2.9)
+    assert not lv.fits_one_product(torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, -2.0]),
+                                   span=2.8)
+    assert lv.fits_one_product(torch.full((16,), 0.5), torch.full((8,), -1e4))
     with pytest.raises(ValueError, match="expected g"):
         lv.fits_one_product(g, A[0])
     with pytest.raises(ValueError, match="span must be positive"):
         lv.fits_one_product(g[0, :, 0], A[0], span=0.0)
+
+
+@pytest.mark.parametrize("rates", ["one fast rate", "spread"])
+def test_shared_rate_weights_are_the_weights(rates):
+    """The one product after the shared decay is taken out gives the direct weights in
+    float64: at one rate of 500 on every key (where the plain one-factor form overflows) and
+    at rates that spread over a few units."""
+    gen = torch.Generator().manual_seed(5)
+    b, c = (torch.randn(16, 8, generator=gen, dtype=torch.float64) for _ in range(2))
+    g = torch.rand(16, generator=gen, dtype=torch.float64)
+    A = (torch.full((8,), -500.0, dtype=torch.float64) if rates == "one fast rate"
+         else -torch.linspace(0.5, 3.0, 8, dtype=torch.float64))
+    W = lv.shared_rate_weights(b, c, g, A)
+    assert torch.isfinite(W).all()
+    assert max_rel_error(W, decay_matrix(b, c, g, A)) < 1e-13
+    if rates == "one fast rate":
+        assert not torch.isfinite(lv.one_factor_weights(b, c, g, A)).all()

@@ -290,9 +290,10 @@ def _decay_on_the_wrong_side(delta, decay, h0):
 
 # ---- one product or the levels ------------------------------------------------------------
 def _fits_oracle(g, A, span=64.0):
-    """Every exponent of the block, l_t A_n in base 2, within ±span: the (T, S) table of
-    them, its largest size."""
-    exponents = g.double().cumsum(0)[:, None] * A.double()[None, :] / math.log(2)  # (T, S)
+    """Every exponent of the block's excess decay, l_t δ_n in base 2 with δ = A - max A,
+    within ±span: the (T, S) table of them, its largest size."""
+    A = A.double()
+    exponents = g.double().cumsum(0)[:, None] * (A - A.max())[None, :] / math.log(2)  # (T, S)
     return bool(exponents.abs().max() <= span)
 
 
@@ -302,22 +303,27 @@ def _fits_cases():
     gates = torch.rand(16, generator=gen, dtype=torch.float64)  # (T,) in [0, 1)
 
     def at(share, g=gates, base=2.0):
-        """Rates scaled so that the largest exponent, in the given base, is share · 64."""
-        top = g.cumsum(0).abs().max() * rates.max() / math.log(base)
+        """Rates scaled so that the largest exponent of the excess, in the given base, is
+        share · 64."""
+        top = g.cumsum(0).abs().max() * (rates.max() - rates.min()) / math.log(base)
         return (g, -rates * share * 64.0 / top)
 
     swing = torch.tensor([30.0, -30.0, 1.0, -1.0], dtype=torch.float64)  # l = 30, 0, 1, 0
-    return [Case("a mild block (largest exponent 0.5 · 64)", at(0.5)),
+    return [Case("one fast rate on every key (1,000)",
+                 (gates, -torch.full((32,), 1000.0, dtype=torch.float64))),
+            Case("a mild block (largest exponent 0.5 · 64)", at(0.5)),
             Case("a strong block (2 · 64)", at(2.0)),
             Case("just inside (0.99 · 64)", at(0.99)),
             Case("just outside (1.01 · 64)", at(1.01)),
             Case("within 64 in base e, past it in base 2", at(0.9, base=math.e)),
-            Case("a gate that swings back (largest |l| mid-block)", (swing, -torch.full(
-                (3,), 3.0, dtype=torch.float64))),
+            Case("a fast shared rate, a mild spread (rates 1,000 .. 1,000.5)",
+                 (gates, -1000.0 - rates + 0.5)),
+            Case("a gate that swings back (largest |l| mid-block)", (swing, -torch.tensor(
+                [3.0, 4.0, 6.0], dtype=torch.float64))),
             Case("one step (T = 1)", (gates[:1], -rates)),
             Case("span 10 instead of 64", (gates, -rates / 4), {"span": 10.0}),
             Case("a long block of small gates", (torch.full((256,), 0.4, dtype=torch.float64),
-                                                 -torch.full((4,), 0.5, dtype=torch.float64)))]
+                                                 -torch.tensor([0.5, 0.6], dtype=torch.float64)))]
 
 
 def _exact_answer(got, expected, case):
@@ -331,15 +337,15 @@ def _exact_answer(got, expected, case):
 
 
 def _natural_base(g, A, span=64.0):
-    return bool((g.cumsum(0).abs().max() * A.abs().max()) <= span)  # e^x, not 2^x
+    return bool((g.cumsum(0).abs().max() * (A.max() - A.min())) <= span)  # e^x, not 2^x
 
 
 def _end_of_the_block(g, A, span=64.0):
-    return bool(g.sum().abs() * A.abs().max() / math.log(2) <= span)  # l_end, not max |l|
+    return bool(g.sum().abs() * (A.max() - A.min()) / math.log(2) <= span)  # l_end, not max |l|
 
 
-def _one_step(g, A, span=64.0):
-    return bool(g.abs().max() * A.abs().max() / math.log(2) <= span)  # no sum over steps
+def _fastest_rate(g, A, span=64.0):
+    return bool(g.cumsum(0).abs().max() * A.abs().max() / math.log(2) <= span)  # all the decay
 
 
 EXERCISES = [
@@ -387,6 +393,7 @@ EXERCISES = [
         wrong=[(_natural_base, "case just outside (1.01 · 64): expected False, got True"),
                (_end_of_the_block, "case a gate that swings back (largest |l| mid-block): "
                                    "expected False, got True"),
-               (_one_step, "case a strong block (2 · 64): expected False, got True")],
+               (_fastest_rate, "case one fast rate on every key (1,000): expected True, "
+                               "got False")],
     ),
 ]
