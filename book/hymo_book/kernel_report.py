@@ -28,7 +28,9 @@ __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic"
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
            "STANDING_H100", "standing", "GLA_TF32_RUN", "GLA_BF16X6_RUN", "TF32_PRECISIONS",
            "tf32_beside_peer", "ERROR_FLOOR", "FP32_PRODUCTS_RUNS", "fp32_products_table",
-           "INVERSE_LEVEL0_RUN", "inverse_level0", "benchmark_gates", "one_product_shares"]
+           "INVERSE_LEVEL0_RUN", "inverse_level0", "benchmark_gates", "one_product_shares",
+           "SHARE_RULES", "SHARED_RATE_AB_RUN", "SHARED_RATE_AGREE", "shared_rate_ab",
+           "STANDING_MODEL_RATES", "GLA_MODEL_RUNS", "gla_model_rates"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -274,6 +276,17 @@ def targets_summary() -> CaptionedTable:
     shipped = standing(STANDING_H100)
     suffix = f"as shipped, on an {shipped.rows[0]['gpu']}"
     rows += [*_standing_rows(shipped, suffix), _clone_row(shipped, suffix)]
+    # the one product by the shared rate: the delta rule and the gla kernel alone on the
+    # model's rates, on the card lent (the last section)
+    model = standing(STANDING_MODEL_RATES)
+    suffix = f"the model's rates, on an {model.rows[0]['gpu']}"
+    rows += [*_standing_rows(model, suffix), _clone_row(model, suffix)]
+    gla_model = gla_model_rates()
+    for r in gla_model.rows:
+        rows.append({"target": f"gla: forward / a copy of its bytes, the kernel alone, {suffix}",
+                     "limit": r["limit"], "worst": r["fwd_vs_copy"],
+                     "met": r["fwd_vs_copy"] <= r["limit"],
+                     "where": f"{r['shape']} {r['dtype']} ({r['products']} products)"})
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -284,7 +297,8 @@ def targets_summary() -> CaptionedTable:
                          *(run_caption(r) for r in reports), run_caption(auto_run),
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
                          kernel_forward.pairs_table().caption, reach.caption, now.caption,
-                         shipped.caption, both.caption, *(h.caption for h in halves)])
+                         shipped.caption, both.caption, *(h.caption for h in halves),
+                         model.caption, gla_model.caption])
     return CaptionedTable(table, caption, rows)
 
 
@@ -402,6 +416,8 @@ def _standing_rows(table: CaptionedTable, suffix: str) -> list[dict]:
     rows = []
     for rule, peer in _PEER_NAMES.items():
         mine = [r for r in table.rows if r["rule"] == rule]
+        if not mine:
+            continue  # a table of one rule
         for key, column, limit, words in (
                 ("fwdbwd", "fwdbwd_ratio", mine[0]["pair_limit"],
                  f"forward + backward / {peer}"),
@@ -734,34 +750,49 @@ def inverse_level0() -> CaptionedTable:
 # Which chunks took one product in the runs: the benchmarks' inputs against the kernels' rule
 # --------------------------------------------------------------------------------------
 def benchmark_gates(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, seed: int = 0):
-    """The gates and rates of the two benchmarks at one shape, by their recipes (the draws
-    differ, the distributions do not): g = sigmoid(N(0, 1)) in both; ``"gdn.py"``'s A as the
-    GDN block initialises it (head h decays at rate h + 1 on every key),
-    ``"gated_delta.py"``'s A = -exp(A_log), A_log uniform in (log 0.05, 0) per (head, key).
+    """The gates and rates of the benchmarks' inputs at one shape, by their recipes (the draws
+    differ, the distributions do not): g = sigmoid(N(0, 1)) throughout; ``"gdn.py"``'s A as
+    the GDN block initialises it (head h decays at rate h + 1 on every key; ``--rates
+    model``), ``"gated_delta.py"``'s A = -exp(A_log), A_log uniform in (log 0.05, 0) per
+    (head, key) (``--rates weak``), and ``"spread"``, either benchmark's ``--rates spread``:
+    the model's rates times e^u, u uniform in (-1, 1) per (head, key).
     {name: (g (B, T, H), A (H, S))}."""
     gen = torch.Generator().manual_seed(seed)
     g = torch.sigmoid(torch.randn(B, T, H, generator=gen))
     model = -torch.arange(1, H + 1, dtype=torch.float32)[:, None].repeat(1, S)
     weak = -torch.empty(H, S).uniform_(math.log(0.05), 0.0, generator=gen).exp()
-    return {"gdn.py": (g, model), "gated_delta.py": (g, weak)}
+    spread = model * torch.empty(H, S).uniform_(-1.0, 1.0, generator=gen).exp()
+    return {"gdn.py": (g, model), "gated_delta.py": (g, weak), "spread": (g, spread)}
 
 
-def one_product_shares(inputs: dict | None = None) -> list[dict]:
+# the kernels' test for the one product, by the rates' spread (since tree 6fe9877) or, as
+# every run before it was made, by the fastest rate (the rates against a rate of 0)
+SHARE_RULES = ("spread", "fastest")
+
+
+def one_product_shares(inputs: dict | None = None, rule: str = "spread") -> list[dict]:
     """For each benchmark's inputs (``benchmark_gates``), the share of the work each forward
     takes by one product under its settings (``hymo_mini.ops.one_product_chunks``): the gla
     forward per chunk of its ``CONFIGS["chunk"]`` steps; the delta rule's bf16 forward (one
     launch) per stretch of ``CONFIGS_16BIT["chain"]["chunks"]`` chunks, only up to a
-    sequence's first stretch that does not fit; its fp32 forward (in passes) per chunk."""
+    sequence's first stretch that does not fit; its fp32 forward (in passes) per chunk.
+    ``rule``: "spread", the kernels' test now; "fastest", the test before tree 6fe9877, the
+    largest exponent of the whole decay, which is the spread of the rates with a rate of 0
+    among them (a column of zeros appended to A)."""
+    from hymo_mini.choices import one_of
     from hymo_mini.ops import one_product_chunks
     from hymo_mini.ops.gated_delta import chunk_triton as delta
     from hymo_mini.ops.gla import chunk_triton as gla
 
+    one_of(rule, "rule", SHARE_RULES)
     BT = delta.CONFIGS["chunk"]
     ways = {"gla": (gla.CONFIGS["chunk"], gla.CONFIGS["block"], False),
             "delta, bf16 (one launch)": (delta.CONFIGS_16BIT["chain"]["chunks"] * BT, BT, True),
             "delta, fp32 (passes)": (BT, BT, False)}
     rows = []
     for name, (g, A) in (inputs or benchmark_gates()).items():
+        if rule == "fastest":
+            A = torch.cat([A, torch.zeros_like(A[:, :1])], dim=-1)
         for forward, (chunk, block, prefix) in ways.items():
             fits = one_product_chunks(g, A, chunk, block)  # (B, H, K)
             if prefix:  # a sequence takes the product up to its first stretch that does not
@@ -769,3 +800,89 @@ def one_product_shares(inputs: dict | None = None) -> list[dict]:
             rows.append({"inputs": name, "forward": forward, "chunk": chunk,
                          "share": fits.float().mean().item()})
     return rows
+
+
+# --------------------------------------------------------------------------------------
+# One product at any decay for a head whose keys share one rate (trees 6fe9877, 7c29b5d)
+# --------------------------------------------------------------------------------------
+# one H200, sixth session of 2026-12-05: both rules' forwards as the GDN mixer calls them,
+# the tree before the change (5a0cdd8, its package renamed hymo_old) and after it (7c29b5d),
+# alternated three times a case in one process, on the model's rates and on the weak ones
+# (benchmarks/tree_ab.py; benchmarks/one_rate_ab_h200_2026-12-05.log). An earlier call on an
+# H100 timed the change's first form, 6fe9877, the same way and on the spread rates too
+# (one_rate_ab_h100_2026-12-05.json; GATED_DELTA_NOTES.md).
+SHARED_RATE_AB_RUN = "one_rate_ab_h200_2026-12-05.json"
+# the two trees' outputs agree when their relative difference (Frobenius) is below this
+SHARED_RATE_AGREE = {"bfloat16": 1e-2, "float32": 1e-5}
+# the same session and card: the delta rule on the model's rates beside chunk_kda, one run a
+# shape (gated_delta.py --rates model), tree 7c29b5d
+STANDING_MODEL_RATES = {
+    "delta": (("gated_delta_peers_model_b4t4096_h200_2026-12-05.json",
+               "gated_delta_peers_model_b1t16384_h200_2026-12-05.json"),
+              "chunk_triton", "fla_chunk_kda", 4.0, 0.8)}
+# and the gla kernel alone on the model's rates beside chunk_gla (gdn.py, B4 T4096 H40, one
+# run a dtype): fp32 with TF32 products (the issue's own measurement, 4.3x in 2026-11-30's
+# kernel-only run) and bf16; our backend in each
+GLA_MODEL_RUNS = {"gla_model_fp32_h200_2026-12-05.json": "chunk_triton_kernel_tf32",
+                  "gla_model_bf16_h200_2026-12-05.json": "chunk_triton_kernel"}
+
+
+def shared_rate_ab() -> CaptionedTable:
+    """The A/B of ``SHARED_RATE_AB_RUN``: a row per rule, rates, shape and dtype with the
+    median time a call of each tree, their ratio (after / before) and whether the outputs
+    agree within ``SHARED_RATE_AGREE``."""
+    run = load_result(SHARED_RATE_AB_RUN, need=("rows",))
+    rows = []
+    for key, r in run["rows"].items():
+        rule, rates, B, T, H, dtype = key.split("_")
+        before, after = statistics.median(r["before"]), statistics.median(r["after"])
+        rows.append({"rule": rule, "rates": rates, "shape": f"{B} {T} {H}", "dtype": dtype,
+                     "before_ms": before, "after_ms": after, "ratio": after / before,
+                     "rounds": len(r["after"]), "rel_diff": r["rel_diff_o"],
+                     "agree": r["rel_diff_o"] < SHARED_RATE_AGREE[dtype]})
+    table = TextTable(
+        ("rule", "rates", "shape", "dtype", "before ms", "after ms", "after / before",
+         "outputs"),
+        [(r["rule"], r["rates"], r["shape"], r["dtype"], f"{r['before_ms']:.3f}",
+          f"{r['after_ms']:.3f}", f"{r['ratio']:.3f}",
+          f"agree (< {SHARED_RATE_AGREE[r['dtype']]:g})" if r["agree"] else "differ")
+         for r in rows],
+        title="Both forwards as the mixer calls them, before and after the one product by the "
+              "shared rate, medians of alternated calls",
+        align="llllrrrl")
+    caption = (f"{SHARED_RATE_AB_RUN}: {run['gpu']}, torch {run['torch']}, Triton "
+               f"{run['triton']}; before: {run['commit_before']}, after: "
+               f"{run['commit_after'][:7]}\n  {run['command']}")
+    return CaptionedTable(table, caption, rows)
+
+
+def gla_model_rates() -> CaptionedTable:
+    """The gla kernel alone on the model's rates beside chunk_gla (``GLA_MODEL_RUNS``): a row
+    per run with the forward, forward + backward and peak memory against the peer's, and the
+    forward against the bytes it must move once at the run's copy rate (limit 3x)."""
+    from hymo_book.kernel_results import load_reports
+
+    rows, captions = [], []
+    for name, ours in GLA_MODEL_RUNS.items():
+        report = load_reports([name])[0]
+        captions.append(run_caption(report))
+        for e in report["shapes"].values():
+            a, p = e["results"][ours], e["results"]["fla_chunk"]
+            copy_ms = e["bytes_min_fwd"] / report["environment"]["copy_GBps"] / 1e6
+            rows.append({"backend": ours, "shape": f"B{e['B']} T{e['T']} H{e['H']}",
+                         "dtype": e["dtype"], "products": "TF32" if ours.endswith("tf32")
+                         else "bf16", "fwd_ms": a["fwd_ms"], "copy_ms": copy_ms,
+                         "fwd_vs_copy": a["fwd_ms"] / copy_ms,
+                         "fwdbwd_ratio": a["fwdbwd_ms"] / p["fwdbwd_ms"],
+                         "peak_ratio": a["peak_mib"] / p["peak_mib"], "limit": 3.0,
+                         "gpu": report["environment"]["gpu"]})
+    table = TextTable(
+        ("shape", "dtype", "products", "fwd ms", "copy ms", "fwd / copy (3x)",
+         "fwd+bwd / chunk_gla", "peak / chunk_gla"),
+        [(r["shape"], r["dtype"], r["products"], f"{r['fwd_ms']:.3f}", f"{r['copy_ms']:.3f}",
+          f"{r['fwd_vs_copy']:.2f}x {'met' if r['fwd_vs_copy'] <= r['limit'] else 'missed'}",
+          f"{r['fwdbwd_ratio']:.2f}x", f"{r['peak_ratio']:.2f}x") for r in rows],
+        title="The gla kernel alone on the model's rates (head h at rate h + 1 on every key), "
+              "beside fla's chunk_gla",
+        align="lllrrrrr")
+    return CaptionedTable(table, "\n".join(captions), rows)

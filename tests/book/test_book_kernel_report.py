@@ -129,7 +129,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 42 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 48 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
     auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
@@ -144,7 +144,7 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
                if "fla_chunk_kda" in e["results"]]
     delta = [r for r in summary.rows if r["target"].startswith("delta")
              and not r["target"].endswith(("latest", '"auto"', "final tree"))
-             and "as shipped" not in r["target"]]
+             and "as shipped" not in r["target"] and "the model's rates" not in r["target"]]
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
@@ -241,8 +241,8 @@ def test_the_gla_fp32_runs_time_both_precisions_beside_chunk_gla(run):
 def test_the_later_fp32_run_ends_the_summary():
     """The summary's two rows of the gla kernel alone read the later run (the backward's six
     bf16 products, the tree as it stands) at its worst shapes; every final-tree row comes
-    after all the others but the last rows, the delta forward as it ships (chapter 21 says
-    "the N rows before the last M")."""
+    after all the others but the last rows, the rules as they shipped and then on the
+    model's rates (chapter 21 says "the N rows before the M “as shipped”")."""
     both = kr.tf32_beside_peer(kr.GLA_BF16X6_RUN)
     summary = kr.targets_summary()
     rows = {r["target"]: r for r in summary.rows}
@@ -251,8 +251,11 @@ def test_the_later_fp32_run_ends_the_summary():
         assert row["worst"] == max(r[key]["fwdbwd_ratio"] for r in both.rows)
         assert row["met"] == all(r[key]["met"] for r in both.rows)
     shipped = sum("as shipped" in r["target"] for r in summary.rows)
-    assert shipped == 7 and all("as shipped" in r["target"] for r in summary.rows[-shipped:])
-    final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped]]
+    model = sum("the model's rates" in r["target"] for r in summary.rows)
+    assert shipped == 7 and model == 6
+    assert all("as shipped" in r["target"] for r in summary.rows[-shipped - model:-model])
+    assert all("the model's rates" in r["target"] for r in summary.rows[-model:])
+    final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped - model]]
     assert final == sorted(final) and sum(final) == 11
     assert kr.GLA_BF16X6_RUN in summary.caption
 
@@ -394,21 +397,75 @@ def test_the_host_forward_table_reads_the_start_and_both_versions():
 
 
 def test_benchmark_gates_follow_the_benchmarks_recipes():
-    """The two recipes of kr.benchmark_gates give the shares of one product that the
+    """The three recipes of kr.benchmark_gates give the shares of one product that the
     benchmarks' own inputs give (their draws differ; at a small shape the shares agree
-    within a few chunks), and every forward's share is a share."""
+    within a few chunks), under either test; every forward's share is a share; the model's
+    rates fit by the spread everywhere and by the fastest rate seldom."""
     from benchmarks.gated_delta_backends import make_inputs as delta_inputs
     from benchmarks.gdn import make_inputs as gdn_inputs
 
     B, T, H, S = 2, 1024, 40, 32
-    ours = kr.one_product_shares(kr.benchmark_gates(B, T, H, S))
     gdn = gdn_inputs(B, T, H, S, S, torch.float32, "cpu")[0]
     delta = delta_inputs(B, T, H, S, S, torch.float32, "cpu")[0]
-    theirs = kr.one_product_shares({"gdn.py": (gdn[3], -torch.exp(gdn[4])),
-                                    "gated_delta.py": (delta[3], -torch.exp(delta[4]))})
-    assert [(r["inputs"], r["forward"]) for r in ours] == [
-        (r["inputs"], r["forward"]) for r in theirs]
-    for a, b in zip(ours, theirs, strict=True):
-        assert 0 <= a["share"] <= 1 and abs(a["share"] - b["share"]) < 0.03
-    assert all(r["share"] == 1 for r in theirs if r["inputs"] == "gated_delta.py")
-    assert all(r["share"] < 0.2 for r in theirs if r["inputs"] == "gdn.py")
+    spread = gdn_inputs(B, T, H, S, S, torch.float32, "cpu", rates="spread")[0]
+    inputs = {"gdn.py": (gdn[3], -torch.exp(gdn[4])),
+              "gated_delta.py": (delta[3], -torch.exp(delta[4])),
+              "spread": (spread[3], -torch.exp(spread[4]))}
+    shares = {}
+    for rule in kr.SHARE_RULES:
+        ours = kr.one_product_shares(kr.benchmark_gates(B, T, H, S), rule=rule)
+        theirs = kr.one_product_shares(inputs, rule=rule)
+        assert [(r["inputs"], r["forward"]) for r in ours] == [
+            (r["inputs"], r["forward"]) for r in theirs]
+        for a, b in zip(ours, theirs, strict=True):
+            assert 0 <= a["share"] <= 1 and abs(a["share"] - b["share"]) < 0.03
+        shares[rule] = {(r["inputs"], r["forward"]): r["share"] for r in theirs}
+    assert all(v == 1 for (i, _), v in shares["spread"].items() if i != "spread")
+    assert all(v < 0.2 for (i, _), v in shares["spread"].items() if i == "spread")
+    assert all(v == 1 for (i, _), v in shares["fastest"].items() if i == "gated_delta.py")
+    assert all(v < 0.2 for (i, _), v in shares["fastest"].items() if i != "gated_delta.py")
+    with pytest.raises(ValueError, match="rule"):
+        kr.one_product_shares(inputs, rule="largest")
+
+
+def test_the_shared_rate_ab_reads_medians_and_agreement():
+    ab = kr.shared_rate_ab()
+    run = results.load_result(kr.SHARED_RATE_AB_RUN)["rows"]
+    assert len(ab.rows) == len(run) == 16 and kr.SHARED_RATE_AB_RUN in ab.caption
+    for r, (key, raw) in zip(ab.rows, run.items(), strict=True):
+        assert key == "_".join([r["rule"], r["rates"], r["shape"].replace(" ", "_"), r["dtype"]])
+        assert r["ratio"] == pytest.approx(statistics.median(raw["after"])
+                                           / statistics.median(raw["before"]))
+        assert r["agree"] == (raw["rel_diff_o"] < kr.SHARED_RATE_AGREE[r["dtype"]])
+    assert {(r["rule"], r["rates"]) for r in ab.rows} == {
+        (rule, rates) for rule in ("gla", "delta") for rates in ("model", "weak")}
+
+
+def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
+    """The delta rule on the model's rates reads what gated_delta.py wrote; the gla kernel
+    alone reads its backend in each gdn.py run; the summary's last six rows are theirs."""
+    model = kr.standing(kr.STANDING_MODEL_RATES, clone=True)
+    assert [r["rule"] for r in model.rows] == ["delta"] * 4
+    for run in kr.STANDING_MODEL_RATES["delta"][0]:
+        report = results.load_result(run)
+        assert report["settings"]["rates"] == "model" and run in model.caption
+        for e in report["peers"].values():
+            row = next(r for r in model.rows
+                       if (r["shape"], r["dtype"]) == (f"B{e['B']} T{e['T']} H{e['H']}",
+                                                       e["dtype"]))
+            w = e["targets"]["chunk_triton"]
+            assert row["fwdbwd_ratio"] == pytest.approx(w["fwdbwd_over_kda"])
+            assert row["fwd_vs_clone"] == pytest.approx(w["fwd_over_clone_floor"])
+    gla = kr.gla_model_rates()
+    assert [r["products"] for r in gla.rows] == ["TF32", "bf16"]
+    for r, (name, ours) in zip(gla.rows, kr.GLA_MODEL_RUNS.items(), strict=True):
+        report = results.load_result(name)
+        assert "--rates model" in report["environment"]["command"]
+        e = next(iter(report["shapes"].values()))
+        assert r["fwd_ms"] == e["results"][ours]["fwd_ms"]
+        assert r["fwd_vs_copy"] == pytest.approx(
+            e["results"][ours]["fwd_ms"] / (e["bytes_min_fwd"]
+                                            / report["environment"]["copy_GBps"] / 1e6))
+    last = kr.targets_summary().rows[-6:]
+    assert all("the model's rates, on an NVIDIA H200" in r["target"] for r in last)
+    assert [r["worst"] for r in last[-2:]] == [r["fwd_vs_copy"] for r in gla.rows]
