@@ -5,8 +5,9 @@ them and derives what they compute; the chunk-to-chunk passes are in ``chunk_sta
 The in-chunk pair weights Σ_n x_tn y_sn exp((L_t - L_s) A_n) come from ``_pairs`` of the
 gla chunk kernel: the levels that keep every decay factor in [0, 1], or one product for a
 chunk whose keys' decay, beyond the part they share, stays in range (a head whose keys share
-one rate always fits); a chunk here is one of its blocks (BT = 16, 32 or 64 steps). With PAIRS = "product" a kernel takes only the chunks that fit the one product and
-marks the others, which a second launch with PAIRS = "rest" takes by the levels
+one rate always fits); a chunk here is one of its blocks (BT = 16, 32 or 64 steps). With
+PAIRS = "product" a kernel takes only the chunks that fit the one product and marks the
+others, which a second launch with PAIRS = "rest" takes by the levels
 (``chunk_blocks._claims``). The backward's pair gradients (``_pair_grads``) always take the
 levels.
 """

@@ -132,8 +132,9 @@ INVERSES = ("levels", "rows")  # how (I + M)⁻¹ is formed: merged blocks, or r
 # (hymo_mini.ops.gated_delta.chunk_chain). The backward is the same for both.
 FORWARDS = ("passes", "chain")
 # how a chunk's decay-weighted pairs (Mk and P) are formed: "levels", always by the gla
-# kernel's levels; "auto", by one product where the chunk's decay keeps every factor within
-# 2^±64 and by the levels elsewhere, in two launches of each kernel that forms pairs
+# kernel's levels; "auto", by one product where the chunk's decay, beyond the part its keys
+# share, keeps every factor within 2^±64 and by the levels elsewhere, in two launches of each
+# kernel that forms pairs
 # (hymo_mini.ops.gla.chunk_blocks._pairs, _claims). In one launch, a sequence's stretches
 # take the product up to the first that does not fit, the levels from there on.
 PAIRS = ("levels", "auto")

@@ -198,8 +198,9 @@ BLOCK_STATES = ("store", "recompute")
 # launch instead of three, each chunk state written once.
 FORWARDS = ("scan", "chain")
 # "pairs", how the forward forms a block's decay-weighted pairs: "levels", always by the
-# levels (every factor in [0, 1]); "auto", by one product in every chunk whose blocks' decay
-# keeps every factor within 2^±64 and by the levels elsewhere, in two launches
+# levels (every factor in [0, 1]); "auto", by one product in every chunk whose blocks' decay,
+# beyond the part a head's keys share, keeps every factor within 2^±64 and by the levels
+# elsewhere, in two launches
 # (chunk_blocks._pairs, _claims).
 PAIRS = ("levels", "auto")
 # "half_products", what the forward's products of bf16 and fp16 inputs multiply: "tf32",
