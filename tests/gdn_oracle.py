@@ -11,6 +11,16 @@ from hymo_mini.ops import naive_gla
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 GATE_GRADS = ("dg", "dA", "dA_log")
+def too_far(got, ref, tol: float, gate_grads) -> dict:
+    """The relative errors of a run's (o, final, grads) against the loop's that are not
+    below ``tol`` (5 × ``tol`` for the gradients named in ``gate_grads``), by name: empty
+    when every one agrees."""
+    (o, final, grads), (o_ref, final_ref, grads_ref) = got, ref
+    errors = {"o": rel_err(o, o_ref), "final": rel_err(final, final_ref)}
+    errors.update({"d" + n: rel_err(x, grads_ref[n]) for n, x in grads.items()})
+    return {k: e for k, e in errors.items() if not e < (5 if k in gate_grads else 1) * tol}
+
+
 def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
     """RMS(a - ref) / RMS(ref); where ref is exactly zero (dg, dA at T = 1 from a zero
     state), the absolute RMS of a."""

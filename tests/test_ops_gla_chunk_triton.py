@@ -22,6 +22,7 @@ from gdn_oracle import (
     reference,
     rel_err,
     run,
+    too_far,
 )
 
 import hymo_mini.ops.gla.chunk_triton as gtc
@@ -331,20 +332,15 @@ def test_one_rate_per_head_takes_one_product_at_any_decay(monkeypatch, forward):
         leaves[4].copy_(leaves[4][:, :1].expand(H, S))  # A_log (H, S): each head one rate
     do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
     dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
-    ref = [t.detach().double().requires_grad_() for t in leaves]
-    o_ref, final_ref, grads_ref = run(reference, ref, 100.0, do, dht)
+    ref = run(reference, [t.detach().double().requires_grad_() for t in leaves], 100.0, do, dht)
     outputs = {}
     for pairs in gtc.PAIRS:
         monkeypatch.setattr(gtc, ACTIVE, dict(getattr(gtc, ACTIVE), pairs=pairs,
                                               forward=forward, chunk=32))
-        mine = [t.detach().clone().requires_grad_() for t in leaves]  # fresh .grad
-        o, final, grads = run(lambda *a: chunk_gla_triton(*a), mine, 100.0, do, dht)
-        outputs[pairs] = o
-        errors = {"o": rel_err(o, o_ref), "final": rel_err(final, final_ref)}
-        errors.update({"d" + n: rel_err(x, grads_ref[n]) for n, x in grads.items()})
-        bad = {k: e for k, e in errors.items()
-               if not e < (5 if k in GATE_GRADS else 1) * FP32_TOL}
-        assert not bad, (pairs, errors)
+        got = run(lambda *a: chunk_gla_triton(*a),
+                  [t.detach().clone().requires_grad_() for t in leaves], 100.0, do, dht)
+        outputs[pairs] = got[0]
+        assert not too_far(got, ref, FP32_TOL, GATE_GRADS), pairs
     assert not torch.equal(outputs["auto"], outputs["levels"])
 
 

@@ -740,10 +740,15 @@ def inverse_level0() -> CaptionedTable:
         title="The delta forward as the mixer calls it, a chunk's inverse by levels with eight "
               "products (before) and six (after), medians of alternated calls",
         align="llrrrl")
-    caption = (f"{INVERSE_LEVEL0_RUN}: {run['gpu']}, torch {run['torch']}, Triton "
-               f"{run['triton']}; before: {run['commit_before']}, after: "
-               f"{run['commit_after'][:7]}\n  benchmarks/tree_ab.py (its first form)")
-    return CaptionedTable(table, caption, rows)
+    return CaptionedTable(table, _ab_caption(INVERSE_LEVEL0_RUN, run,
+                                             "benchmarks/tree_ab.py (its first form)"), rows)
+
+
+def _ab_caption(name: str, run: dict, command: str) -> str:
+    """The caption of a ``benchmarks/tree_ab.py`` run: the card, versions, both trees and
+    the command."""
+    return (f"{name}: {run['gpu']}, torch {run['torch']}, Triton {run['triton']}; before: "
+            f"{run['commit_before']}, after: {run['commit_after'][:7]}\n  {command}")
 
 
 # --------------------------------------------------------------------------------------
@@ -850,10 +855,7 @@ def shared_rate_ab() -> CaptionedTable:
         title="Both forwards as the mixer calls them, before and after the one product by the "
               "shared rate, medians of alternated calls",
         align="llllrrrl")
-    caption = (f"{SHARED_RATE_AB_RUN}: {run['gpu']}, torch {run['torch']}, Triton "
-               f"{run['triton']}; before: {run['commit_before']}, after: "
-               f"{run['commit_after'][:7]}\n  {run['command']}")
-    return CaptionedTable(table, caption, rows)
+    return CaptionedTable(table, _ab_caption(SHARED_RATE_AB_RUN, run, run["command"]), rows)
 
 
 def gla_model_rates() -> CaptionedTable:
