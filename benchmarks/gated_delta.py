@@ -30,9 +30,11 @@ fla is timed on its own leaves (gk, g·a computed once, outside the timing).
 
 Inputs: v ~ N(0, 1); b, c unit vectors; g = sigmoid(N(0, 1)); A = -exp(A_log), A_log
 uniform in (log 0.05, 0) per (head, key), so the per-step log-decay g·A lies in (-1, 0)
-and every chunk's pairs take one product (``--rates weak``, the default and every run
-before 2026-12-05); or with ``--rates model`` A_log = log(h + 1) for head h, as the GDN
-block initialises it, where most chunks take the levels; β = sigmoid(N(0, 1)).
+(``--rates weak``, the default and every run before 2026-12-05); or with ``--rates model``
+A_log = log(h + 1) for head h on every key, as the GDN block initialises it; or with
+``--rates spread`` that plus a jitter per key (``gated_delta_backends.make_inputs``; on the
+first two every chunk's pairs take one product, on the third most take the levels);
+β = sigmoid(N(0, 1)).
 
 Before timing, every backend's output and gradients (v, b, c, g, A_log, β) are checked on a
 slice (batch row 0, the first --check-T steps, every head: fla's autotune keys are mostly
@@ -348,8 +350,8 @@ def main(argv=None):
     parser.add_argument("--tol-fp32", type=float, default=5e-3)
     parser.add_argument("--tol-16bit", type=float, default=2e-2)
     parser.add_argument("--rates", default="weak", choices=RATES,
-                        help="the decay rates of the inputs: weak (every chunk's pairs one "
-                        "product) or as the GDN block initialises them (mostly the levels)")
+                        help="the decay rates of the inputs: weak, as the GDN block "
+                        "initialises them (model), or those moved key by key (spread)")
     parser.add_argument("--budget-s", type=float, default=520.0,
                         help="start no case after this many seconds")
     parser.add_argument("--configs", default=None, help="a JSON file of launch settings "

@@ -383,7 +383,7 @@ def main(argv=None):
                         help="time the recurrent kernel's launch configs first and use the best")
     parser.add_argument("--rates", default="model", choices=RATES,
                         help="the inputs' decay rates: as the GDN block initialises them "
-                        "(most chunks on the levels) or weak (every chunk one product)")
+                        "(model), weak, or the model's moved key by key (spread)")
     parser.add_argument("--eager-max-T", type=int, default=16384)
     parser.add_argument("--sweep-eager-max-T", type=int, default=2048)
     parser.add_argument("--grad-check-max-T", type=int, default=4096)

@@ -87,8 +87,8 @@ SPAN = tl.constexpr(ONE_PRODUCT_SPAN)
 def _rates(A, i_h, o_s, m_s, S: tl.constexpr):
     """Head i_h's rates in base 2, A2 = A log2(e) [BS]. The lanes past S (when BS > S) take
     the head's slowest rate, so that the tile's largest and smallest are the head's own
-    (``_spread``, ``_pairs``); every tile those lanes meet is zero there (b, c, the state's
-    rows), so their decay changes nothing."""
+    (``_spread``, ``_pairs``); every product those lanes enter has a zero on their side (b,
+    c and the state are zero past S), so their decay changes nothing."""
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E
     return tl.where(m_s, b_A2, tl.max(tl.where(m_s, b_A2, float("-inf")), axis=0))
 
