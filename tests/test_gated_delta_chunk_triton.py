@@ -105,19 +105,23 @@ def test_longer_chunks(monkeypatch, chunk):
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("chunks, split, shape, kw", [
-    (2, 16, (1, 70, 2, 32, 20), {}),  # 5 chunks in groups of 2, 2 column blocks (one masked)
-    (1, 1 << 30, (2, 37, 1, 24, 24), dict(with_h0=False, output_final_state=False)),
-    (2, 16, (1, 50, 1, 40, 16), dict(beta="near1")),  # S > D: more blocks of M than of B
+@pytest.mark.parametrize("chunks, split, summary, shape, kw", [
+    (2, 16, {}, (1, 70, 2, 32, 20), {}),  # 5 chunks in groups of 2, 2 column blocks, one masked
+    (1, 1 << 30, {}, (2, 37, 1, 24, 24), dict(with_h0=False, output_final_state=False)),
+    (2, 16, {}, (1, 50, 1, 40, 16), dict(beta="near1")),  # S > D: more blocks of M than of B
+    # the group kernels' own columns: blocks holding columns of both M and B
+    (2, 16, dict(split=32), (1, 50, 1, 24, 20), {}),  # [M | B] in 2 blocks of 32
+    (2, 16, dict(split=64, num_warps=2), (1, 70, 2, 20, 24), {}),  # one block of 64
 ])
-def test_the_passes_over_groups_of_chunks(monkeypatch, chunks, split, shape, kw):
+def test_the_passes_over_groups_of_chunks(monkeypatch, chunks, split, summary, shape, kw):
     """The chunk-to-chunk passes split over groups (chunk_groups: each group's transition
     and offset, a walk over the groups, then every group's walk from its start state),
     forced on at small shapes, against the loop: outputs, final state, every gradient
     (and without an initial or a final state: the scans' other branches)."""
     cols = dict(split=split, num_warps=1, num_stages=1)
+    group = dict(chunks=chunks, below=1 << 30, **summary)
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), state_fwd=cols, state_bwd=cols,
-                                          group=dict(chunks=chunks, below=1 << 30)))
+                                          group=group))
     B, T, H, S, D = shape
     assert gdt._groups(1, triton.cdiv(T, 16)) == (triton.cdiv(triton.cdiv(T, 16), chunks),
                                                   chunks)
@@ -133,6 +137,25 @@ def test_groups_only_for_few_programs(monkeypatch):
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), group=dict(chunks=0, below=9)))
     with pytest.raises(ValueError, match="group"):
         gdt._groups(1, 10)
+
+
+def test_the_group_kernels_columns(monkeypatch):
+    """CONFIGS["group"]["split"]: the columns of [M | B] per program of the group kernels,
+    a power of two from 16 up to what S + D needs; the state pass's split when absent."""
+    cols = dict(split=16, num_warps=2, num_stages=3)
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), state_fwd=cols,
+                                          group=dict(chunks=64, below=128)))
+    assert gdt._summaries(32, 32, "state_fwd", False) == (16, 4, dict(num_warps=2,
+                                                                     num_stages=3))
+    for split, want in ((64, (64, 1)), (128, (64, 1)), (32, (32, 2)), (24, (32, 2))):
+        gdt._config("group")["split"] = split
+        assert gdt._summaries(32, 32, "state_fwd", False)[:2] == want
+    assert gdt._summaries(20, 24, "state_fwd", False)[:2] == (32, 2)  # 44 columns
+    gdt._config("group")["num_warps"] = 4
+    assert gdt._summaries(32, 32, "state_fwd", False)[2] == dict(num_warps=4, num_stages=3)
+    gdt._config("group")["split"] = 0
+    with pytest.raises(ValueError, match=r"CONFIGS\['group'\]\['split'\]"):
+        gdt._summaries(32, 32, "state_fwd", False)
 
 
 @pytest.mark.triton

@@ -18,8 +18,9 @@ and the same right to left for the gradients. Three passes replace the one walk:
 
     1. every group at once (``_group_fwd_kernel`` / ``_group_bwd_kernel``): walk the group
        with the augmented state [M | B], started at [I | 0]. Each column of the state
-       evolves on its own, so a program owns a block of columns of M (no values: Uv = 0)
-       or of B; the result goes to ``tg`` (B·H, NG, S, S + D).
+       evolves on its own, so a program owns a block of [M | B]'s S + D columns (values
+       enter B's columns only: Uv = 0 for M's), as wide as CONFIGS["group"]["split"] says;
+       the result goes to ``tg`` (B·H, NG, S, S + D).
     2. one short walk over the groups per (b, h, columns) (``_group_scan_*``): each group's
        start state (or end gradient) into ``hg``, H ← M_g H + B_g; the final state (or
        d initial_state) at the end.
@@ -44,31 +45,29 @@ __all__ = []  # kernels only, launched by hymo_mini.ops.gated_delta.chunk_triton
 
 
 @triton.jit
-def _columns(i_a, NMS: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-             BD: tl.constexpr):
-    """Block i_a of the augmented state's columns: (whether it is a block of M, [BD], the
-    column indices within M or within B, their mask, the start block [BS, BD]: identity
-    columns for M, zero for B)."""
-    # as a vector [BD] (the interpreter refuses masks mixing a scalar and a vector bool)
-    is_m = (tl.zeros([BD], dtype=tl.int32) + i_a) < NMS
-    o_c = tl.where(is_m, i_a, i_a - NMS) * BD + tl.arange(0, BD)
-    m_c = o_c < tl.where(is_m, S, D)
+def _columns(i_a, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, BD: tl.constexpr):
+    """Block i_a of the augmented state [M | B]'s S + D columns, BD of them: (which are
+    columns of M, [BD], their indices within M or within B, their mask, the start block
+    [BS, BD]: identity columns for M, zero for B). A block may hold columns of both."""
+    o_a = i_a * BD + tl.arange(0, BD)  # [BD] columns of [M | B]
+    is_m = o_a < S
+    o_c = tl.where(is_m, o_a, o_a - S)
+    m_c = o_a < S + D
     o_s = tl.arange(0, BS)
-    eye = (o_s[:, None] == o_c[None, :]) & (o_s[:, None] < S) & (m_c & is_m)[None, :]
+    eye = (o_s[:, None] == o_c[None, :]) & (o_s[:, None] < S) & is_m[None, :]
     return is_m, o_c, m_c, tl.where(eye, 1.0, 0.0)
 
 
 @triton.jit
 def _group_program(T, NG, GROUP, H: tl.constexpr, S: tl.constexpr, D: tl.constexpr,
-                   BS: tl.constexpr, BD: tl.constexpr, NMS: tl.constexpr, ND: tl.constexpr,
-                   BT: tl.constexpr):
+                   BS: tl.constexpr, BD: tl.constexpr, NA: tl.constexpr, BT: tl.constexpr):
     """This program's (b·H + h)·NG + group, b, h, chunk range [c0, c1) and column block
-    (``_columns``)."""
-    i_bg, i_a = tl.program_id(0) // (NMS + ND), tl.program_id(0) % (NMS + ND)
+    (``_columns``; NA blocks cover [M | B])."""
+    i_bg, i_a = tl.program_id(0) // NA, tl.program_id(0) % NA
     i_bh, i_grp = i_bg // NG, i_bg % NG
     c0 = i_grp * GROUP
     c1 = tl.minimum(c0 + GROUP, tl.cdiv(T, BT))
-    is_m, o_c, m_c, b_x = _columns(i_a, NMS, S, D, BS, BD)  # b_x [BS, BD]
+    is_m, o_c, m_c, b_x = _columns(i_a, S, D, BS, BD)  # b_x [BS, BD]
     return i_bg, i_bh // H, i_bh % H, c0, c1, is_m, o_c, m_c, b_x
 
 
@@ -84,12 +83,12 @@ def _store_summary(tg, i_bg, b_x, is_m, o_c, m_c, S: tl.constexpr, D: tl.constex
 @triton.jit
 def _group_fwd_kernel(b, g, A, w, uv, tg, T, NG, GROUP,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                      BD: tl.constexpr, NMS: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
+                      BD: tl.constexpr, NA: tl.constexpr, BT: tl.constexpr,
                       PRECISION: tl.constexpr):
     """One (b, h, group, block of [M | B]'s columns): the group's transition M_g and
     offset B_g, walked from [I | 0] over its chunks."""
     i_bg, i_b, i_h, c0, c1, is_m, o_c, m_c, b_x = _group_program(T, NG, GROUP, H, S, D, BS,
-                                                                  BD, NMS, ND, BT)
+                                                                  BD, NA, BT)
     m_v = m_c & (is_m == 0)  # values enter B's columns only
     o_i, o_s = tl.arange(0, BT), tl.arange(0, BS)
     m_s = o_s < S
@@ -108,12 +107,12 @@ def _group_fwd_kernel(b, g, A, w, uv, tg, T, NG, GROUP,
 @triton.jit
 def _group_bwd_kernel(b, c, g, A, w, do, du, tg, T, NG, GROUP,
                       H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                      BD: tl.constexpr, NMS: tl.constexpr, ND: tl.constexpr, BT: tl.constexpr,
+                      BD: tl.constexpr, NA: tl.constexpr, BT: tl.constexpr,
                       PRECISION: tl.constexpr):
     """The same for the gradients, right to left over the group: N_g and E_g with
     dH_start = N_g dH_end + E_g (dO and Pᵀ dO enter E's columns only)."""
     i_bg, i_b, i_h, c0, c1, is_m, o_c, m_c, b_x = _group_program(T, NG, GROUP, H, S, D, BS,
-                                                                  BD, NMS, ND, BT)
+                                                                  BD, NA, BT)
     m_v = m_c & (is_m == 0)
     o_i, o_s = tl.arange(0, BT), tl.arange(0, BS)
     m_s = o_s < S

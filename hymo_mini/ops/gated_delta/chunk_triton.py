@@ -168,7 +168,10 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # walk would have fewer than "below" programs (one long sequence: B·H·2 for D = 32),
            # too few to fill an H200's 132 SMs; at 160 programs (B = 2, T = 8,192) the walk
            # was as fast in bf16 and faster in fp32
-           # (book/results/gated_delta_group_sweep_h200_2026-12-02.json)
+           # (book/results/gated_delta_group_sweep_h200_2026-12-02.json). Optional keys
+           # "split", "num_warps", "num_stages": the columns of [M | B] per program of the
+           # kernels that sum up each group (chunk_groups) and their launch; the state
+           # pass's settings where absent
            "group": dict(chunks=64, below=128),
            # what the forward of bf16 / fp16 inputs multiplies (hymo_mini.ops.precision's
            # HALF_PRODUCTS): "bf16", its blocks rounded to bf16, or "tf32"; the backward
@@ -283,6 +286,20 @@ def _groups(programs: int, NC: int) -> tuple[int, int]:
     return cdiv(NC, G), G
 
 
+def _summaries(S: int, D: int, states: str, half: bool) -> tuple[int, int, dict]:
+    """The group kernels' columns per program (BD), programs per group (NA, covering the
+    S + D columns of [M | B]) and launch settings: CONFIGS["group"]'s "split", "num_warps"
+    and "num_stages" where it has them, else those of the state pass ``states``."""
+    cfg = _config("group")
+    split = cfg.get("split", _config(states, half)["split"])
+    if not (isinstance(split, int) and split >= 1):
+        raise ValueError("CONFIGS['group']['split'] must be a positive integer, "
+                         f"got {split!r}")
+    BD = min(max(16, next_power_of_2(S + D)), max(16, next_power_of_2(split)))
+    launch = {**_launch(states, half), **{k: cfg[k] for k in _LAUNCH_OPTIONS if k in cfg}}
+    return BD, cdiv(S + D, BD), launch
+
+
 def _walk_precision(precision: str) -> str:
     """What the forward's walk multiplies: "ieee" in place of the forward's fp32-grade
     products if CONFIGS["walk_products"] says so, else the forward's own."""
@@ -346,10 +363,10 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=_walk_precision(precision),
                 **_launch("state_fwd", half))
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
-        NMS = cdiv(S, BDs)
+        BDg, NA, summary = _summaries(S, D, "state_fwd", half)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
-        _group_fwd_kernel[(B * H * NG * (NMS + ND),)](b, g, A, w, u, tg, T, NG, G, NMS=NMS,
-                                                       **{**walk, "PRECISION": precision})
+        _group_fwd_kernel[(B * H * NG * NA,)](b, g, A, w, u, tg, T, NG, G, **sizes, BD=BDg,
+                                               NA=NA, PRECISION=precision, **summary)
         hg = v.new_empty(B * H, NG, S, D, dtype=torch.float32)  # each group's start state
         _group_scan_fwd_kernel[(B * H * ND,)](tg, h0, hg, ht, NG, S=S, D=D, BS=sizes["BS"],
                                               BD=BDs, ND=ND, USE_H0=h0 is not None,
@@ -382,10 +399,10 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
     NG, G = _groups(B * H * ND, NC)
     walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_bwd", half))
     if NG > 1:  # as in the forward, right to left
-        NMS = cdiv(S, BDs)
+        BDg, NA, summary = _summaries(S, D, "state_bwd", half)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
-        _group_bwd_kernel[(B * H * NG * (NMS + ND),)](b, c, g, A, w, do, du, tg, T, NG, G,
-                                                       NMS=NMS, **walk)
+        _group_bwd_kernel[(B * H * NG * NA,)](b, c, g, A, w, do, du, tg, T, NG, G, **sizes,
+                                               BD=BDg, NA=NA, PRECISION=precision, **summary)
         dhg = v.new_empty(B * H, NG, S, D, dtype=torch.float32)  # the gradient at each end
         _group_scan_bwd_kernel[(B * H * ND,)](tg, dht, dhg, dh0, NG, S=S, D=D,
                                               BS=sizes["BS"], BD=BDs, ND=ND,
