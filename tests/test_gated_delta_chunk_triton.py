@@ -112,6 +112,9 @@ def test_longer_chunks(monkeypatch, chunk):
     # the group kernels' own columns: blocks holding columns of both M and B
     (2, 16, dict(split=32), (1, 50, 1, 24, 20), {}),  # [M | B] in 2 blocks of 32
     (2, 16, dict(split=64, num_warps=2), (1, 70, 2, 20, 24), {}),  # one block of 64
+    # the walks over groups with their own columns (one block of 32) and warps
+    (2, 16, dict(split=64, state_fwd=dict(split=32, num_warps=2, num_stages=1),
+                 state_bwd=dict(split=32, num_warps=1, num_stages=1)), (1, 70, 1, 24, 20), {}),
 ])
 def test_the_passes_over_groups_of_chunks(monkeypatch, chunks, split, summary, shape, kw):
     """The chunk-to-chunk passes split over groups (chunk_groups: each group's transition
@@ -130,10 +133,11 @@ def test_the_passes_over_groups_of_chunks(monkeypatch, chunks, split, summary, s
 
 def test_groups_only_for_few_programs(monkeypatch):
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), group=gdt.CONFIGS["group"]))
-    assert gdt._groups(80, 1024) == (16, 64)  # one long sequence: 40 heads x 2 blocks
-    assert gdt._groups(160, 512) == (1, 512)  # B = 2, T = 8,192: the one walk
-    assert gdt._groups(320, 256) == (1, 256)  # B = 4, T = 4,096: the one walk
-    assert gdt._groups(80, 64) == (1, 64)  # no more chunks than one group
+    assert gdt._groups(40, 1024) == (32, 32)  # one long sequence: 40 heads x 1 block
+    assert gdt._groups(80, 1024) == (32, 32)  # the backward's: 40 heads x 2 blocks
+    assert gdt._groups(160, 512) == (1, 512)  # B = 2, T = 8,192 in the backward: one walk
+    assert gdt._groups(160, 256) == (1, 256)  # B = 4, T = 4,096 in the forward: one walk
+    assert gdt._groups(80, 32) == (1, 32)  # no more chunks than one group
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), group=dict(chunks=0, below=9)))
     with pytest.raises(ValueError, match="group"):
         gdt._groups(1, 10)
@@ -156,6 +160,24 @@ def test_the_group_kernels_columns(monkeypatch):
     gdt._config("group")["split"] = 0
     with pytest.raises(ValueError, match=r"CONFIGS\['group'\]\['split'\]"):
         gdt._summaries(32, 32, "state_fwd", False)
+
+
+def test_the_passes_over_groups_may_have_their_own_settings(monkeypatch):
+    """CONFIGS["group"]["state_fwd"] (or "state_bwd"): the columns and launch of the scan
+    and the walks over groups; the pass's own settings when absent."""
+    cols = dict(split=16, num_warps=2, num_stages=3)
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), state_fwd=cols,
+                                          group=dict(chunks=32, below=128)))
+    assert gdt._over_groups("state_fwd", 32, 32, 16, False) == (16, 2, dict(num_warps=2,
+                                                                         num_stages=3))
+    gdt._config("group")["state_fwd"] = dict(split=32, num_warps=4, num_stages=3)
+    assert gdt._over_groups("state_fwd", 32, 32, 16, False) == (32, 1, dict(num_warps=4,
+                                                                         num_stages=3))
+    assert gdt._over_groups("state_fwd", 20, 32, 16, False)[:2] == (32, 1)
+    assert gdt._over_groups("state_fwd", 40, 64, 16, False)[:2] == (32, 2)
+    gdt._config("group")["state_fwd"] = dict(num_warps=4)
+    with pytest.raises(ValueError, match=r"CONFIGS\['group'\]\['state_fwd'\]\['split'\]"):
+        gdt._over_groups("state_fwd", 32, 32, 16, False)
 
 
 @pytest.mark.triton

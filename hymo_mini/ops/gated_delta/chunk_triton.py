@@ -162,17 +162,30 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            "output": dict(num_warps=1, num_stages=1, maxnreg=128),
            "du_local": dict(num_warps=1, num_stages=1),
            "chunk_bwd": dict(num_warps=4, num_stages=1),
-           "state_fwd": dict(split=16, num_warps=2, num_stages=3),
+           # state_fwd: one walk holding a head's whole state (32 columns) at 2 warps; on
+           # an H100 the fp32 forward at B4 T4096 H40 took 0.791-0.801 against 0.839-0.841
+           # ms with 16 columns (book/results/delta_state_split_b4t4096_h100_2026-12-05.json,
+           # delta_group_settings_b4t4096_h100_2026-12-05.json)
+           "state_fwd": dict(split=32, num_warps=2, num_stages=3),
            "state_bwd": dict(split=16, num_warps=2, num_stages=3),
            # the chunk-to-chunk passes over groups of "chunks" chunks (chunk_groups) when a
-           # walk would have fewer than "below" programs (one long sequence: B·H·2 for D = 32),
-           # too few to fill an H200's 132 SMs; at 160 programs (B = 2, T = 8,192) the walk
-           # was as fast in bf16 and faster in fp32
-           # (book/results/gated_delta_group_sweep_h200_2026-12-02.json). Optional keys
-           # "split", "num_warps", "num_stages": the columns of [M | B] per program of the
-           # kernels that sum up each group (chunk_groups) and their launch; the state
-           # pass's settings where absent
-           "group": dict(chunks=64, below=128),
+           # walk would have fewer than "below" programs (one long sequence: B·H for D = 32
+           # in the forward, B·H·2 in the backward), too few to fill an H200's 132 SMs; at
+           # 160 programs (B = 2, T = 8,192, 16 columns a program) the walk was as fast in
+           # bf16 and faster in fp32 (book/results/gated_delta_group_sweep_h200_2026-12-02.json;
+           # with 32 columns that forward has 80 programs and takes the groups, not timed). "split",
+           # "num_warps", "num_stages": the columns of [M | B] per program of the kernels
+           # that sum up each group (chunk_groups) and their launch; "state_fwd" /
+           # "state_bwd": the passes' settings over groups (the scan and the walks); where
+           # a key is absent, the state pass's own. On an H100 at B1 T16384 H40, fp32, the
+           # whole [M | B] in one program at 2 warps, groups of 32 chunks and the walks over
+           # them at 4 warps took the forward from 1.094-1.103 to 0.915 ms, the group
+           # kernel from 343-349 to 177 µs, forward + backward from 4.38-4.43 to 3.92 ms
+           # (bf16's 2.80 to 2.40)
+           # (book/results/delta_group_split_b1t16384_h100_2026-12-05.json,
+           # delta_group_settings_b1t16384_h100_2026-12-05.json)
+           "group": dict(chunks=32, below=128, split=64, num_warps=2,
+                         state_fwd=dict(split=32, num_warps=4, num_stages=3)),
            # what the forward of bf16 / fp16 inputs multiplies (hymo_mini.ops.precision's
            # HALF_PRODUCTS): "bf16", its blocks rounded to bf16, or "tf32"; the backward
            # multiplies in TF32 either way. On an H200 "bf16" took 3.5% (B4 T4096) and 4.5%
@@ -300,6 +313,22 @@ def _summaries(S: int, D: int, states: str, half: bool) -> tuple[int, int, dict]
     return BD, cdiv(S + D, BD), launch
 
 
+def _over_groups(states: str, D: int, BD: int, BDs: int, half: bool) -> tuple[int, int, dict]:
+    """Columns per program, column blocks and launch settings of the state pass ``states``
+    when it runs over groups: CONFIGS["group"][states] where the group settings have it
+    (the scan and the walks over groups of a few long sequences may want other settings
+    than one walk over every chunk), else the pass's own."""
+    cfg = _config("group").get(states)
+    if cfg is None:
+        return BDs, cdiv(D, BDs), _launch(states, half)
+    split = cfg.get("split")
+    if not (isinstance(split, int) and split >= 1):
+        raise ValueError(f"CONFIGS['group']['{states}']['split'] must be a positive integer, "
+                         f"got {split!r}")
+    BDs = min(BD, max(16, next_power_of_2(split)))
+    return BDs, cdiv(D, BDs), {k: cfg[k] for k in _LAUNCH_OPTIONS if k in cfg}
+
+
 def _walk_precision(precision: str) -> str:
     """What the forward's walk multiplies: "ieee" in place of the forward's fp32-grade
     products if CONFIGS["walk_products"] says so, else the forward's own."""
@@ -360,8 +389,10 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                     INVERSE=_config("inverse"), PAIRS=one, KEEP=keep,
                                     **_launch("wy_fwd", half))
     NG, G = _groups(B * H * ND, NC)
-    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=_walk_precision(precision),
-                **_launch("state_fwd", half))
+    launch = _launch("state_fwd", half)
+    if NG > 1:
+        BDs, ND, launch = _over_groups("state_fwd", D, BD, BDs, half)
+    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=_walk_precision(precision), **launch)
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
         BDg, NA, summary = _summaries(S, D, "state_fwd", half)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
@@ -371,7 +402,7 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
         _group_scan_fwd_kernel[(B * H * ND,)](tg, h0, hg, ht, NG, S=S, D=D, BS=sizes["BS"],
                                               BD=BDs, ND=ND, USE_H0=h0 is not None,
                                               STORE_HT=output_final_state, PRECISION=precision,
-                                              **_launch("state_fwd", half))
+                                              **launch)
         _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, T, NG, G,
                                               USE_H0=True, STORE_HT=False, **walk)
     else:
@@ -397,7 +428,10 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if with_h0 else None
     NG, G = _groups(B * H * ND, NC)
-    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **_launch("state_bwd", half))
+    launch = _launch("state_bwd", half)
+    if NG > 1:
+        BDs, ND, launch = _over_groups("state_bwd", D, BD, BDs, half)
+    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=precision, **launch)
     if NG > 1:  # as in the forward, right to left
         BDg, NA, summary = _summaries(S, D, "state_bwd", half)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
@@ -407,8 +441,7 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
         _group_scan_bwd_kernel[(B * H * ND,)](tg, dht, dhg, dh0, NG, S=S, D=D,
                                               BS=sizes["BS"], BD=BDs, ND=ND,
                                               USE_DHT=dht is not None, STORE_DH0=with_h0,
-                                              PRECISION=precision,
-                                              **_launch("state_bwd", half))
+                                              PRECISION=precision, **launch)
         _state_bwd_kernel[(B * H * NG * ND,)](b, c, g, A, w, do, du, dhg, dhs, dh0, T, NG, G,
                                               USE_DHT=True, STORE_DH0=False, **walk)
     else:
