@@ -387,15 +387,19 @@ def test_one_rate_per_head_takes_one_product_at_any_decay(monkeypatch, forward):
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("pairs", gdt.PAIRS)
 @pytest.mark.parametrize("forward, redo", [("passes", False), ("chain", False),
                                            ("chain", True), ("chain", "inverse")])
-def test_forward_without_autograd_keeps_nothing(monkeypatch, forward, redo):
+def test_forward_without_autograd_keeps_nothing(monkeypatch, forward, redo, pairs):
     """Under torch.no_grad (or with no input needing a gradient) the forward forms only
     what its outputs need: the same o and final state, bit for bit, as a call that keeps
     the backward's tensors, and nothing saved on the graph. With "redo" the one-launch
     forward forms W and Uv a second time instead of storing them (from the chunk's keys,
-    or from the (I + M)⁻¹ it kept): the same bits."""
+    or from the (I + M)⁻¹ it kept): the same bits, by the levels and by one product (every
+    chunk here fits it, its keys' rates spread: K̃ through the shared rate is rounded
+    otherwise than directly, so the walk must form it as the solve did)."""
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), forward=forward, redo=redo,
+                                          pairs=pairs,
                                           chain=dict(chunks=2, num_warps=1, num_stages=1)))
     leaves = make_leaves(1, 70, 2, 24, 20, torch.float32)
     kept = kernel(*leaves, True)

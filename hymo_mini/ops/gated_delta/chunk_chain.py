@@ -48,7 +48,14 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gated_delta.chunk_kernels import _erasures
-from hymo_mini.ops.gla.chunk_blocks import _chunk_fits, _gate_sums, _pairs, _rates, _spread
+from hymo_mini.ops.gla.chunk_blocks import (
+    _carried,
+    _chunk_fits,
+    _gate_sums,
+    _pairs,
+    _rates,
+    _spread,
+)
 from hymo_mini.ops.gla.chunk_chain import _hand_on, _state_handed_on
 from hymo_mini.ops.gla.chunk_states import _dot, _rows
 
@@ -169,12 +176,13 @@ def _chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T
         b_k = _rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         if REDO != "none":  # W and Uv formed again, as in step 1
             b_beta = tl.load(beta + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)
-            b_Kt = b_k * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS] K̃
             if REDO == "inverse":  # from the (I + M)⁻¹ step 1 kept
                 b_Ti = tl.load(ti + p_tt + j * BT * BT)  # [BT, BT]
+                # K̃ rounded as step 1's _pairs rounded it (the same bits of W)
+                b_Kt = _carried(b_k, b_l, b_A2, PAIRS == "product")  # [BT, BS]
             else:  # from the chunk's keys, solved again
-                b_KK, b_kh, _ = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
-                                       PAIRS == "product", PRECISION)
+                b_KK, b_kh, b_Kt = _pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                          PAIRS == "product", PRECISION)
                 b_Mk, b_Ti = _erasures(b_KK, b_beta, o_i, BT, LOG2_BT, PRECISION, INVERSE)
             b_w = _dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # W
             b_v = _rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
