@@ -30,7 +30,8 @@ __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic"
            "tf32_beside_peer", "ERROR_FLOOR", "FP32_PRODUCTS_RUNS", "fp32_products_table",
            "INVERSE_LEVEL0_RUN", "inverse_level0", "benchmark_gates", "one_product_shares",
            "SHARE_RULES", "SHARED_RATE_AB_RUN", "SHARED_RATE_AGREE", "shared_rate_ab",
-           "STANDING_MODEL_RATES", "GLA_MODEL_RUNS", "gla_model_rates"]
+           "STANDING_MODEL_RATES", "GLA_MODEL_RUNS", "gla_model_rates", "GROUP_SETTINGS_RUNS",
+           "STANDING_GROUPS", "group_setting_label", "group_settings"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -287,6 +288,10 @@ def targets_summary() -> CaptionedTable:
                      "limit": r["limit"], "worst": r["fwd_vs_copy"],
                      "met": r["fwd_vs_copy"] <= r["limit"],
                      "where": f"{r['shape']} {r['dtype']} ({r['products']} products)"})
+    # the delta rule again on the model's rates, the walks over groups set anew (last section)
+    grouped = standing(STANDING_GROUPS)
+    suffix = f"the walks over groups set anew, on an {grouped.rows[0]['gpu']}"
+    rows += [*_standing_rows(grouped, suffix), _clone_row(grouped, suffix)]
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -298,7 +303,7 @@ def targets_summary() -> CaptionedTable:
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
                          kernel_forward.pairs_table().caption, reach.caption, now.caption,
                          shipped.caption, both.caption, *(h.caption for h in halves),
-                         model.caption, gla_model.caption])
+                         model.caption, gla_model.caption, grouped.caption])
     return CaptionedTable(table, caption, rows)
 
 
@@ -888,3 +893,91 @@ def gla_model_rates() -> CaptionedTable:
               "beside fla's chunk_gla",
         align="lllrrrrr")
     return CaptionedTable(table, "\n".join(captions), rows)
+
+
+# --------------------------------------------------------------------------------------
+# The delta rule's walks over groups of chunks (2026-12-05, sixth session)
+
+# benchmarks/gated_delta_profile.py --delta-forward-changes, fp32 (and bf16 for its forward +
+# backward), the first change of each run ({}) the settings in use when it ran: on an H100,
+# tree 69f6f5c (the group kernels' columns as blocks of [M | B], the old settings in use),
+# then on an H200, tree c552f2f (the new settings in use)
+GROUP_SETTINGS_RUNS = ("delta_group_split_b1t16384_h100_2026-12-05.json",
+                       "delta_group_settings_b1t16384_h100_2026-12-05.json",
+                       "delta_state_split_b4t4096_h100_2026-12-05.json",
+                       "delta_group_settings_b4t4096_h100_2026-12-05.json",
+                       "delta_group_settings2_b1t16384_h200_2026-12-05.json")
+# the delta rule on the model's rates beside chunk_kda with those settings in use, both
+# shapes in one run (gated_delta.py --rates model), tree c552f2f
+STANDING_GROUPS = {
+    "delta": (("gated_delta_peers_groups_h200_2026-12-05.json",), "chunk_triton",
+              "fla_chunk_kda", 4.0, 0.8)}
+_PASS_WORDS = {"state_fwd": "walk", "state_bwd": "backward walk", "output": "output kernel",
+               "wy_fwd": "WY kernel"}
+
+
+def _launch_words(cfg: dict) -> str:
+    """A kernel's launch settings in words: "32 columns, 4 warps, 3 stages"."""
+    words = {"split": "columns", "num_warps": "warps", "num_stages": "stages",
+             "maxnreg": "registers at most"}
+    return ", ".join(f"{cfg[k]} {w[:-1] if cfg[k] == 1 and w.endswith('s') else w}"
+                     for k, w in words.items() if k in cfg)
+
+
+def group_setting_label(change: dict) -> str:
+    """A change of the delta kernel's CONFIGS in the group runs, in words ({}: in use)."""
+    if not change:
+        return "in use when run"
+    parts = []
+    for key, cfg in change.items():
+        if key != "group":
+            parts.append(f"{_PASS_WORDS.get(key, key)}: {_launch_words(cfg)}")
+            continue
+        kernel = {k: v for k, v in cfg.items() if k in ("split", "num_warps", "num_stages")}
+        words = [f"groups of {cfg['chunks']} chunks"]
+        if kernel:
+            words.append(f"group kernels {_launch_words(kernel)}")
+        for name in ("state_fwd", "state_bwd"):
+            if name in cfg:
+                words.append(f"{_PASS_WORDS[name]}s over groups {_launch_words(cfg[name])}")
+        parts.append("; ".join(words))
+    return "; ".join(parts)
+
+
+def group_settings(runs: tuple = GROUP_SETTINGS_RUNS) -> CaptionedTable:
+    """Each change of the group runs against the first of its run, fp32: the forward per
+    call, the device time of the group kernels (each group's summary and the scan over the
+    groups) and of the walk, the forward over the run's first, and forward + backward in
+    fp32 and, where the run timed it, bf16."""
+    rows, values, captions = [], [], []
+    for name in runs:
+        report = load_result(name, need=("delta_forward_changes",))
+        captions.append(run_caption(report))
+        changes = report["delta_forward_changes"]["changes"]
+        first = changes[0]["forward"]
+        for entry in changes:
+            f, half = entry["forward"]["float32"], entry["forward"].get("bfloat16")
+            us = f["kernels_us"]
+            row = {"gpu": report["environment"]["gpu"], "shape": report["shape"],
+                   "change": entry["change"], "label": group_setting_label(entry["change"]),
+                   "fwd_ms": f["fwd_ms"],
+                   "groups_us": us.get("_group_fwd_kernel", 0.0)
+                   + us.get("_group_scan_fwd_kernel", 0.0),
+                   "walk_us": us["_state_fwd_kernel"],
+                   "vs_first": f["fwd_ms"] / first["float32"]["fwd_ms"],
+                   "fwdbwd_ms": f["fwdbwd_ms"],
+                   "half_fwdbwd_ms": half["fwdbwd_ms"] if half else None,
+                   "half_vs_first": (half["fwdbwd_ms"] / first["bfloat16"]["fwdbwd_ms"]
+                                     if half else None)}
+            values.append(row)
+            rows.append((row["gpu"].replace("NVIDIA ", "").split(" ")[0],
+                         row["shape"].replace("_", " "), row["label"], f"{row['fwd_ms']:.3f}",
+                         f"{row['vs_first']:.2f}x",
+                         f"{row['groups_us']:.0f}" if row["groups_us"] else "-",
+                         f"{row['walk_us']:.0f}", f"{row['fwdbwd_ms']:.2f}",
+                         f"{row['half_fwdbwd_ms']:.2f}" if half else "-"))
+    table = TextTable(("card", "shape", "setting", "fp32 fwd ms", "/ run's first",
+                       "groups µs", "walk µs", "fp32 fwd+bwd ms", "bf16 fwd+bwd ms"),
+                      rows, align="lllrrrrrr",
+                      title="the delta forward's walks at each setting tried, fp32")
+    return CaptionedTable(table, "\n".join(captions), values)

@@ -129,7 +129,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 48 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 52 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
     auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
@@ -144,7 +144,8 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
                if "fla_chunk_kda" in e["results"]]
     delta = [r for r in summary.rows if r["target"].startswith("delta")
              and not r["target"].endswith(("latest", '"auto"', "final tree"))
-             and "as shipped" not in r["target"] and "the model's rates" not in r["target"]]
+             and "as shipped" not in r["target"] and "the model's rates" not in r["target"]
+             and "the walks over groups" not in r["target"]]
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
@@ -241,8 +242,9 @@ def test_the_gla_fp32_runs_time_both_precisions_beside_chunk_gla(run):
 def test_the_later_fp32_run_ends_the_summary():
     """The summary's two rows of the gla kernel alone read the later run (the backward's six
     bf16 products, the tree as it stands) at its worst shapes; every final-tree row comes
-    after all the others but the last rows, the rules as they shipped and then on the
-    model's rates (chapter 21 says "the N rows before the M “as shipped”")."""
+    after all the others but the last rows, the rules as they shipped, then on the model's
+    rates, then with the walks over groups set anew (chapter 21 says "the N rows before the
+    M “as shipped”")."""
     both = kr.tf32_beside_peer(kr.GLA_BF16X6_RUN)
     summary = kr.targets_summary()
     rows = {r["target"]: r for r in summary.rows}
@@ -252,10 +254,13 @@ def test_the_later_fp32_run_ends_the_summary():
         assert row["met"] == all(r[key]["met"] for r in both.rows)
     shipped = sum("as shipped" in r["target"] for r in summary.rows)
     model = sum("the model's rates" in r["target"] for r in summary.rows)
-    assert shipped == 7 and model == 6
-    assert all("as shipped" in r["target"] for r in summary.rows[-shipped - model:-model])
-    assert all("the model's rates" in r["target"] for r in summary.rows[-model:])
-    final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped - model]]
+    grouped = sum("the walks over groups" in r["target"] for r in summary.rows)
+    assert shipped == 7 and model == 6 and grouped == 4
+    later = model + grouped
+    assert all("as shipped" in r["target"] for r in summary.rows[-shipped - later:-later])
+    assert all("the model's rates" in r["target"] for r in summary.rows[-later:-grouped])
+    assert all("the walks over groups" in r["target"] for r in summary.rows[-grouped:])
+    final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped - later]]
     assert final == sorted(final) and sum(final) == 11
     assert kr.GLA_BF16X6_RUN in summary.caption
 
@@ -443,7 +448,8 @@ def test_the_shared_rate_ab_reads_medians_and_agreement():
 
 def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
     """The delta rule on the model's rates reads what gated_delta.py wrote; the gla kernel
-    alone reads its backend in each gdn.py run; the summary's last six rows are theirs."""
+    alone reads its backend in each gdn.py run; six rows of the summary, before the four of
+    the walks over groups, are theirs."""
     model = kr.standing(kr.STANDING_MODEL_RATES, clone=True)
     assert [r["rule"] for r in model.rows] == ["delta"] * 4
     for run in kr.STANDING_MODEL_RATES["delta"][0]:
@@ -466,6 +472,40 @@ def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
         assert r["fwd_vs_copy"] == pytest.approx(
             e["results"][ours]["fwd_ms"] / (e["bytes_min_fwd"]
                                             / report["environment"]["copy_GBps"] / 1e6))
-    last = kr.targets_summary().rows[-6:]
+    last = kr.targets_summary().rows[-10:-4]
     assert all("the model's rates, on an NVIDIA H200" in r["target"] for r in last)
     assert [r["worst"] for r in last[-2:]] == [r["fwd_vs_copy"] for r in gla.rows]
+
+
+def test_the_group_settings_rows_read_each_run_against_its_first():
+    table = kr.group_settings()
+    for name in kr.GROUP_SETTINGS_RUNS:
+        report = results.load_result(name)
+        assert name in table.caption
+        changes = report["delta_forward_changes"]["changes"]
+        mine = [r for r in table.rows if r["shape"] == report["shape"]
+                and r["gpu"] == report["environment"]["gpu"]]
+        first = changes[0]["forward"]["float32"]["fwd_ms"]
+        for entry in changes:
+            row = next(r for r in mine if r["change"] == entry["change"]
+                       and r["fwd_ms"] == entry["forward"]["float32"]["fwd_ms"])
+            assert row["vs_first"] == pytest.approx(row["fwd_ms"] / first)
+    assert kr.group_setting_label({}) == "in use when run"
+    assert kr.group_setting_label({"state_fwd": {"split": 32, "num_warps": 1}}) == (
+        "walk: 32 columns, 1 warp")
+    assert kr.group_setting_label({"group": {"chunks": 32, "split": 64, "state_fwd": {
+        "split": 32, "num_warps": 4}}}) == ("groups of 32 chunks; group kernels 64 columns; "
+                                            "walks over groups 32 columns, 4 warps")
+
+
+def test_the_walks_over_groups_close_the_summary():
+    """The last four rows: the delta rule on the model's rates with the group settings the
+    library ships, read from the run gated_delta.py wrote."""
+    grouped = kr.standing(kr.STANDING_GROUPS, clone=True)
+    report = results.load_result(kr.STANDING_GROUPS["delta"][0][0])
+    assert report["settings"]["rates"] == "model"
+    assert {(r["shape"], r["dtype"]) for r in grouped.rows} == {
+        (s, d) for s in ("B4 T4096 H40", "B1 T16384 H40") for d in ("bfloat16", "float32")}
+    last = kr.targets_summary().rows[-4:]
+    assert all("the walks over groups set anew, on an NVIDIA H200" in r["target"] for r in last)
+    assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in grouped.rows)
