@@ -352,7 +352,30 @@ def _shared_rate_text() -> str:
             f"{span([r['peak_ratio'] for r in delta])}×, the forward "
             f"{span([r['fwd_vs_clone'] for r in delta], 1)}× a clone of its bytes and "
             f"{span([r['fwd_vs_copy'] for r in delta], 1)}× the bytes moved once (limit "
-            f"{delta[0]['fwd_limit']:g}×).")
+            f"{delta[0]['fwd_limit']:g}×). " + _groups_text())
+
+
+def _groups_text() -> str:
+    """The delta rule on the model's rates again, its walks over groups set anew."""
+    from hymo_book.kernel_report import STANDING_GROUPS, standing
+    from hymo_mini.ops.gated_delta.chunk_triton import CONFIGS
+
+    rows = standing(STANDING_GROUPS, clone=True).rows
+    worst = max(rows, key=lambda r: r["fwd_vs_clone"])
+    missed = [r for r in rows if not r["met"]["clone"]]
+    return ("With the delta forward's walks over groups of chunks set anew (a program sums up "
+            f"a head's whole [M | B], groups of {CONFIGS['group']['chunks']} chunks, a head's "
+            "whole state a walk; "
+            f"{STANDING_GROUPS['delta'][0][0]}): the forward "
+            f"{min(r['fwd_vs_clone'] for r in rows):.2f}–{worst['fwd_vs_clone']:.2f}× a clone "
+            "of its bytes, "
+            + (f"the limit missed only at {worst['shape']} in {worst['dtype']}"
+               if len(missed) == 1 and missed[0] is worst else
+               "within the limit everywhere" if not missed else
+               f"the limit missed in {len(missed)} cases")
+            + f"; forward + backward {min(r['fwdbwd_ratio'] for r in rows):.2f}–"
+            f"{max(r['fwdbwd_ratio'] for r in rows):.2f}× `chunk_kda`'s, peak "
+            f"{min(r['peak_ratio'] for r in rows):.2f}–{max(r['peak_ratio'] for r in rows):.2f}×.")
 
 
 def _half_text() -> str:
