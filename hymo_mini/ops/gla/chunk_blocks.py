@@ -174,27 +174,22 @@ def _pairs(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr, PRODUCT: tl.
         b_W = tl.where(m_ts, b_W * tl.exp2(b_gap * a), 0.0)
         b_yH = (b_yD * tl.exp2(b_lend * b_d)[None, :]
                 * tl.exp2((b_lend - b_l) * a)[:, None])  # [BT, BS]
-        b_xE = _carried_by_parts(b_xD, b_l, a)
+        b_xE = b_xD * tl.exp2(b_l * a)[:, None]  # [BT, BS]
     else:
         b_W, b_yH = _pairs_by_levels(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT, PRECISION)
-        b_xE = _carried(b_x, b_l, b_A2, False)
+        b_xE = b_x * tl.exp2(b_l[:, None] * b_A2[None, :])  # [BT, BS]
     return b_W, b_yH, b_xE
 
 
 @triton.jit
-def _carried_by_parts(b_xD, b_l, a):
-    """x ⊙ exp2(l A2) [BT, BS] from x ⊙ exp2(l δ) and the shared rate a (``_pairs``)."""
-    return b_xD * tl.exp2(b_l * a)[:, None]
-
-
-@triton.jit
 def _carried(b_x, b_l, b_A2, PRODUCT: tl.constexpr):
-    """x carried from the block's start, x ⊙ exp2(l A2) [BT, BS], rounded exactly as
-    ``_pairs`` with the same PRODUCT forms it (through the shared rate or not), for a
-    caller that forms it again without the pairs and must get the same bits."""
+    """x carried from the block's start, x ⊙ exp2(l A2) [BT, BS], by the same operations
+    as ``_pairs`` with the same PRODUCT (through the shared rate or not), for a caller that
+    forms it again without the pairs and must get the same bits."""
     if PRODUCT:
         a = tl.max(b_A2, axis=0)
-        return _carried_by_parts(b_x * tl.exp2(b_l[:, None] * (b_A2 - a)[None, :]), b_l, a)
+        b_xD = b_x * tl.exp2(b_l[:, None] * (b_A2 - a)[None, :])
+        return b_xD * tl.exp2(b_l * a)[:, None]
     return b_x * tl.exp2(b_l[:, None] * b_A2[None, :])
 
 
