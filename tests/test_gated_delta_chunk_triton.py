@@ -115,6 +115,7 @@ def test_longer_chunks(monkeypatch, chunk):
     # the walks over groups with their own columns (one block of 32) and warps
     (2, 16, dict(split=64, state_fwd=dict(split=32, num_warps=2, num_stages=1),
                  state_bwd=dict(split=32, num_warps=1, num_stages=1)), (1, 70, 1, 24, 20), {}),
+    (2, 16, dict(split=64, products="walk"), (1, 50, 1, 16, 16), {}),  # summaries as walked
 ])
 def test_the_passes_over_groups_of_chunks(monkeypatch, chunks, split, summary, shape, kw):
     """The chunk-to-chunk passes split over groups (chunk_groups: each group's transition
@@ -543,3 +544,13 @@ def test_only_the_walk_takes_the_walks_products(monkeypatch):
         assert all(p == {"tf32x3"} for name, p in seen.items() if name != "_group_scan_fwd_kernel"
                    and None not in p), seen
         assert ("_group_fwd_kernel" in seen) == (group["chunks"] == 2)
+    # CONFIGS["group"]["products"] = "walk": the group kernel multiplies as the walk does
+    seen.clear()
+    monkeypatch.setitem(gdt.CONFIGS, "group", dict(chunks=2, below=1 << 30, products="walk"))
+    with torch.no_grad():
+        gdt.ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, None, False)
+    assert seen["_group_fwd_kernel"] == {"ieee"} and seen["_wy_fwd_kernel"] == {"tf32x3"}
+    monkeypatch.setitem(gdt.CONFIGS, "group", dict(chunks=2, below=1 << 30, products="walks"))
+    with torch.no_grad(), pytest.raises(ValueError, match=r"CONFIGS\['group'\]\['products'\] "
+                                                          r"must be one of 'forward', 'walk'"):
+        gdt.ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, None, False)

@@ -143,6 +143,9 @@ PAIRS = ("levels", "auto")
 # the forward's own ("tf32x3" or "bf16x6"). Only the walk: the group kernels and the
 # in-chunk kernels were slower in IEEE.
 WALK_PRODUCTS = ("ieee", "same")
+# what the forward's group kernel multiplies (CONFIGS["group"]["products"], optional): the
+# forward's products ("forward", the default) or the walk's ("walk")
+GROUP_PRODUCTS = ("forward", "walk")
 # what the one-launch forward without a backward to follow keeps between composing its
 # stretch's map and walking it (CONFIGS["redo"] -> the kernel's REDO): False, each chunk's W
 # and Uv (4 KiB a chunk in fp32); True, nothing (the walk solves each chunk again);
@@ -175,7 +178,8 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # bf16 and faster in fp32 (book/results/gated_delta_group_sweep_h200_2026-12-02.json;
            # with 32 columns that forward has 80 programs and takes the groups, not timed). "split",
            # "num_warps", "num_stages": the columns of [M | B] per program of the kernels
-           # that sum up each group (chunk_groups) and their launch; "state_fwd" /
+           # that sum up each group (chunk_groups) and their launch; "products": what the
+           # forward's one multiplies (GROUP_PRODUCTS); "state_fwd" /
            # "state_bwd": the passes' settings over groups (the scan and the walks); where
            # a key is absent, the state pass's own. On an H100 at B1 T16384 H40, fp32, the
            # whole [M | B] in one program at 2 warps, groups of 32 chunks and the walks over
@@ -329,6 +333,15 @@ def _over_groups(states: str, D: int, BD: int, BDs: int, half: bool) -> tuple[in
     return BDs, cdiv(D, BDs), {k: cfg[k] for k in _LAUNCH_OPTIONS if k in cfg}
 
 
+def _summary_precision(precision: str) -> str:
+    """What the forward's group kernel (each group's summary) multiplies:
+    CONFIGS["group"]["products"] "forward" (the default), the forward's own products, or
+    "walk", the walk's (``_walk_precision``)."""
+    way = _config("group").get("products", "forward")
+    one_of(way, "CONFIGS['group']['products']", GROUP_PRODUCTS)
+    return _walk_precision(precision) if way == "walk" else precision
+
+
 def _walk_precision(precision: str) -> str:
     """What the forward's walk multiplies: "ieee" in place of the forward's fp32-grade
     products if CONFIGS["walk_products"] says so, else the forward's own."""
@@ -397,7 +410,8 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
         BDg, NA, summary = _summaries(S, D, "state_fwd", half)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
         _group_fwd_kernel[(B * H * NG * NA,)](b, g, A, w, u, tg, T, NG, G, **sizes, BD=BDg,
-                                               NA=NA, PRECISION=precision, **summary)
+                                               NA=NA, PRECISION=_summary_precision(precision),
+                                               **summary)
         hg = v.new_empty(B * H, NG, S, D, dtype=torch.float32)  # each group's start state
         _group_scan_fwd_kernel[(B * H * ND,)](tg, h0, hg, ht, NG, S=S, D=D, BS=sizes["BS"],
                                               BD=BDs, ND=ND, USE_H0=h0 is not None,
