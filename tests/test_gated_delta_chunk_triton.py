@@ -554,3 +554,39 @@ def test_only_the_walk_takes_the_walks_products(monkeypatch):
     with torch.no_grad(), pytest.raises(ValueError, match=r"CONFIGS\['group'\]\['products'\] "
                                                           r"must be one of 'forward', 'walk'"):
         gdt.ChunkGatedDeltaFunction.apply(v, b, c, g, A, beta, None, False)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("pairs", gdt.PAIRS)
+@pytest.mark.parametrize("shape, with_h0, split", [((1, 70, 2, 24, 20), True, 16),
+                                                   ((2, 45, 1, 16, 32), False, 32)])
+def test_the_walks_over_groups_may_form_the_outputs(monkeypatch, pairs, shape, with_h0, split):
+    """CONFIGS["group"]["outputs"]: with nothing kept for a backward, the walks over groups
+    form each chunk's outputs themselves (no chunk-start states, no output kernel): o and
+    the final state as the fp64 loop's, by the levels and by one product (at this decay
+    some groups of the first shape fit it and some are left to the levels' launch), ragged
+    tails, one or two column blocks; with a backward to follow, the usual forward, bit for
+    bit."""
+    cols = dict(split=split, num_warps=1, num_stages=1)
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), pairs=pairs, state_fwd=cols,
+                                          state_bwd=cols,
+                                          group=dict(chunks=2, below=1 << 30, outputs=True)))
+    leaves = make_leaves(*shape, torch.float32, decay_scale=3.0, with_h0=with_h0)
+    with torch.no_grad():
+        fused = kernel(*leaves, True)
+        ref = naive_gated_delta(*(t.double() if t is not None else None for t in leaves))
+    assert rel_err(fused[0], ref[0]) < FP32_TOL and rel_err(fused[1], ref[1]) < FP32_TOL
+    kept = kernel(*leaves, True)  # a backward may follow: the walks store hs and U
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE),
+                                          group=dict(chunks=2, below=1 << 30)))
+    unfused = kernel(*leaves, True)
+    assert all(torch.equal(x, y) for x, y in zip(kept, unfused, strict=True))
+
+
+def test_the_walks_outputs_setting_checked(monkeypatch):
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE),
+                                          group=dict(chunks=1, below=1 << 30, outputs="yes")))
+    leaves = [t.detach() for t in make_leaves(1, 40, 1, 16, 16, torch.float32)]
+    with pytest.raises(ValueError, match=r"CONFIGS\['group'\]\['outputs'\] must be True or "
+                                         r"False, got 'yes'"):
+        chunk_gated_delta_triton(*leaves)

@@ -179,7 +179,9 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # with 32 columns that forward has 80 programs and takes the groups, not timed). "split",
            # "num_warps", "num_stages": the columns of [M | B] per program of the kernels
            # that sum up each group (chunk_groups) and their launch; "products": what the
-           # forward's one multiplies (GROUP_PRODUCTS); "state_fwd" /
+           # forward's one multiplies (GROUP_PRODUCTS); "outputs": whether the walks over
+           # groups form the outputs themselves where no backward follows (not timed yet,
+           # so off); "state_fwd" /
            # "state_bwd": the passes' settings over groups (the scan and the walks); where
            # a key is absent, the state pass's own. On an H100 at B1 T16384 H40, fp32, the
            # whole [M | B] in one program at 2 warps, groups of 32 chunks and the walks over
@@ -333,6 +335,15 @@ def _over_groups(states: str, D: int, BD: int, BDs: int, half: bool) -> tuple[in
     return BDs, cdiv(D, BDs), {k: cfg[k] for k in _LAUNCH_OPTIONS if k in cfg}
 
 
+def _walks_form_outputs() -> bool:
+    """CONFIGS["group"]["outputs"] (default False): whether the walks over groups form the
+    outputs themselves when nothing is kept for a backward (``chunk_states``' OUT)."""
+    fuse = _config("group").get("outputs", False)
+    if not isinstance(fuse, bool):
+        raise ValueError(f"CONFIGS['group']['outputs'] must be True or False, got {fuse!r}")
+    return fuse
+
+
 def _summary_precision(precision: str) -> str:
     """What the forward's group kernel (each group's summary) multiplies:
     CONFIGS["group"]["products"] "forward" (the default), the forward's own products, or
@@ -376,7 +387,11 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
     else:
         u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
         w = v.new_empty(B, T, H, S, dtype=torch.float32)
-    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
+    # the walks over groups form the outputs themselves (CONFIGS["group"]["outputs"]) only
+    # where nothing is kept for a backward: then no chunk-start states are stored
+    fuse = forward == "passes" and not keep and _walks_form_outputs() \
+        and _groups(B * H * ND, NC)[0] > 1
+    hs = mk if fuse else v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # chunk starts
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     if forward == "chain":  # one launch: each stretch hands its end state on
         NB = _config("chain", half)["chunks"]
@@ -417,12 +432,24 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
                                               BD=BDs, ND=ND, USE_H0=h0 is not None,
                                               STORE_HT=output_final_state, PRECISION=precision,
                                               **launch)
-        _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, T, NG, G,
-                                              USE_H0=True, STORE_HT=False, **walk)
+        if fuse:  # the walks form every chunk's outputs: no hs, no U, no output kernel
+            o = torch.empty_like(v)
+            for one in launches(pairs):
+                _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, c, o, marks,
+                                                      T, NG, G, USE_H0=True, STORE_HT=False,
+                                                      OUT=True, PAIRS=one,
+                                                      OUT_PRECISION=precision,
+                                                      LOG2_BT=in_chunk["LOG2_BT"], **walk)
+            return o, ht, hs, u, w, mk, ti
+        _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, c, mk, marks, T,
+                                              NG, G, USE_H0=True, STORE_HT=False, OUT=False,
+                                              PAIRS="levels", OUT_PRECISION=precision,
+                                              LOG2_BT=in_chunk["LOG2_BT"], **walk)
     else:
-        _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, T, 1, NC,
+        _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, c, mk, marks, T, 1, NC,
                                          USE_H0=h0 is not None, STORE_HT=output_final_state,
-                                         **walk)
+                                         OUT=False, PAIRS="levels", OUT_PRECISION=precision,
+                                         LOG2_BT=in_chunk["LOG2_BT"], **walk)
     o = torch.empty_like(v)
     for one in launches(pairs):
         _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, marks, T, **in_chunk, PAIRS=one,
