@@ -307,6 +307,13 @@ def _standing_text() -> list[str]:
             + _half_text()]
 
 
+def _span(values, digits=2) -> str:
+    """The least and the largest of ``values`` as "low–high" (one number if they print
+    alike)."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}–{high}"
+
+
 def _shared_rate_text() -> str:
     """The one product by the shared rate: the A/B of the two trees, and both rules on the
     model's rates beside their peers."""
@@ -322,9 +329,7 @@ def _shared_rate_text() -> str:
 
     ab = shared_rate_ab().rows
 
-    def span(values, digits=2):
-        low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
-        return low if low == high else f"{low}–{high}"
+    span = _span
 
     def ab_span(rule, rates):
         return span([r["ratio"] for r in ab if (r["rule"], r["rates"]) == (rule, rates)])
@@ -367,15 +372,13 @@ def _groups_text() -> str:
             f"a head's whole [M | B], groups of {CONFIGS['group']['chunks']} chunks, a head's "
             "whole state a walk; "
             f"{STANDING_GROUPS['delta'][0][0]}): the forward "
-            f"{min(r['fwd_vs_clone'] for r in rows):.2f}–{worst['fwd_vs_clone']:.2f}× a clone "
-            "of its bytes, "
+            f"{_span([r['fwd_vs_clone'] for r in rows])}× a clone of its bytes, "
             + (f"the limit missed only at {worst['shape']} in {worst['dtype']}"
                if len(missed) == 1 and missed[0] is worst else
                "within the limit everywhere" if not missed else
                f"the limit missed in {len(missed)} cases")
-            + f"; forward + backward {min(r['fwdbwd_ratio'] for r in rows):.2f}–"
-            f"{max(r['fwdbwd_ratio'] for r in rows):.2f}× `chunk_kda`'s, peak "
-            f"{min(r['peak_ratio'] for r in rows):.2f}–{max(r['peak_ratio'] for r in rows):.2f}×.")
+            + f"; forward + backward {_span([r['fwdbwd_ratio'] for r in rows])}× `chunk_kda`'s, "
+            f"peak {_span([r['peak_ratio'] for r in rows])}×.")
 
 
 def _half_text() -> str:

@@ -305,16 +305,21 @@ def _groups(programs: int, NC: int) -> tuple[int, int]:
     return cdiv(NC, G), G
 
 
+def _width(split, name: str, most: int) -> int:
+    """Columns per program for the setting ``name``'s "split": a power of two from 16 (what
+    tl.dot needs) up to ``most``."""
+    if not (isinstance(split, int) and not isinstance(split, bool) and split >= 1):
+        raise ValueError(f"{name} must be a positive integer, got {split!r}")
+    return min(most, max(16, next_power_of_2(split)))
+
+
 def _summaries(S: int, D: int, states: str, half: bool) -> tuple[int, int, dict]:
     """The group kernels' columns per program (BD), programs per group (NA, covering the
     S + D columns of [M | B]) and launch settings: CONFIGS["group"]'s "split", "num_warps"
     and "num_stages" where it has them, else those of the state pass ``states``."""
     cfg = _config("group")
-    split = cfg.get("split", _config(states, half)["split"])
-    if not (isinstance(split, int) and split >= 1):
-        raise ValueError("CONFIGS['group']['split'] must be a positive integer, "
-                         f"got {split!r}")
-    BD = min(max(16, next_power_of_2(S + D)), max(16, next_power_of_2(split)))
+    BD = _width(cfg.get("split", _config(states, half)["split"]), "CONFIGS['group']['split']",
+                max(16, next_power_of_2(S + D)))
     launch = {**_launch(states, half), **{k: cfg[k] for k in _LAUNCH_OPTIONS if k in cfg}}
     return BD, cdiv(S + D, BD), launch
 
@@ -327,11 +332,7 @@ def _over_groups(states: str, D: int, BD: int, BDs: int, half: bool) -> tuple[in
     cfg = _config("group").get(states)
     if cfg is None:
         return BDs, cdiv(D, BDs), _launch(states, half)
-    split = cfg.get("split")
-    if not (isinstance(split, int) and split >= 1):
-        raise ValueError(f"CONFIGS['group']['{states}']['split'] must be a positive integer, "
-                         f"got {split!r}")
-    BDs = min(BD, max(16, next_power_of_2(split)))
+    BDs = _width(cfg.get("split"), f"CONFIGS['group']['{states}']['split']", BD)
     return BDs, cdiv(D, BDs), {k: cfg[k] for k in _LAUNCH_OPTIONS if k in cfg}
 
 
@@ -389,8 +390,8 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
         w = v.new_empty(B, T, H, S, dtype=torch.float32)
     # the walks over groups form the outputs themselves (CONFIGS["group"]["outputs"]) only
     # where nothing is kept for a backward: then no chunk-start states are stored
-    fuse = forward == "passes" and not keep and _walks_form_outputs() \
-        and _groups(B * H * ND, NC)[0] > 1
+    NG, G = _groups(B * H * ND, NC)
+    fuse = forward == "passes" and not keep and NG > 1 and _walks_form_outputs()
     hs = mk if fuse else v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # chunk starts
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     if forward == "chain":  # one launch: each stretch hands its end state on
@@ -416,11 +417,12 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
         _wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, marks, T, **in_chunk,
                                     INVERSE=_config("inverse"), PAIRS=one, KEEP=keep,
                                     **_launch("wy_fwd", half))
-    NG, G = _groups(B * H * ND, NC)
     launch = _launch("state_fwd", half)
     if NG > 1:
         BDs, ND, launch = _over_groups("state_fwd", D, BD, BDs, half)
-    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=_walk_precision(precision), **launch)
+    # the walk's settings; OUT_PRECISION and LOG2_BT matter only where it forms the outputs
+    walk = dict(**sizes, BD=BDs, ND=ND, PRECISION=_walk_precision(precision),
+                OUT_PRECISION=precision, LOG2_BT=in_chunk["LOG2_BT"], **launch)
     if NG > 1:  # chunk_groups: each group's transition, the groups in order, then the walks
         BDg, NA, summary = _summaries(S, D, "state_fwd", half)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
@@ -437,19 +439,15 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, precision, keep=True):
             for one in launches(pairs):
                 _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, c, o, marks,
                                                       T, NG, G, USE_H0=True, STORE_HT=False,
-                                                      OUT=True, PAIRS=one,
-                                                      OUT_PRECISION=precision,
-                                                      LOG2_BT=in_chunk["LOG2_BT"], **walk)
+                                                      OUT=True, PAIRS=one, **walk)
             return o, ht, hs, u, w, mk, ti
         _state_fwd_kernel[(B * H * NG * ND,)](b, g, A, w, u, hg, hs, u, ht, c, mk, marks, T,
                                               NG, G, USE_H0=True, STORE_HT=False, OUT=False,
-                                              PAIRS="levels", OUT_PRECISION=precision,
-                                              LOG2_BT=in_chunk["LOG2_BT"], **walk)
+                                              PAIRS="levels", **walk)
     else:
         _state_fwd_kernel[(B * H * ND,)](b, g, A, w, u, h0, hs, u, ht, c, mk, marks, T, 1, NC,
                                          USE_H0=h0 is not None, STORE_HT=output_final_state,
-                                         OUT=False, PAIRS="levels", OUT_PRECISION=precision,
-                                         LOG2_BT=in_chunk["LOG2_BT"], **walk)
+                                         OUT=False, PAIRS="levels", **walk)
     o = torch.empty_like(v)
     for one in launches(pairs):
         _output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, marks, T, **in_chunk, PAIRS=one,
