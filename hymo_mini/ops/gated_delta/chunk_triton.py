@@ -180,17 +180,19 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # "num_warps", "num_stages": the columns of [M | B] per program of the kernels
            # that sum up each group (chunk_groups) and their launch; "products": what the
            # forward's one multiplies (GROUP_PRODUCTS); "outputs": whether the walks over
-           # groups form the outputs themselves where no backward follows (not timed yet,
-           # so off); "state_fwd" /
-           # "state_bwd": the passes' settings over groups (the scan and the walks); where
-           # a key is absent, the state pass's own. On an H100 at B1 T16384 H40, fp32, the
+           # groups form the outputs themselves where no backward follows (default True);
+           # "state_fwd" / "state_bwd": the passes' settings over groups (the scan and the
+           # walks); where a key is absent, the state pass's own. On an H100 at B1 T16384 H40, fp32, the
            # whole [M | B] in one program at 2 warps, groups of 32 chunks and the walks over
            # them at 4 warps took the forward from 1.094-1.103 to 0.915 ms, the group
            # kernel from 343-349 to 177 µs, forward + backward from 4.38-4.43 to 3.92 ms
            # (bf16's 2.80 to 2.40)
            # (book/results/delta_group_split_b1t16384_h100_2026-12-05.json,
-           # delta_group_settings_b1t16384_h100_2026-12-05.json)
-           "group": dict(chunks=32, below=128, split=64, num_warps=2,
+           # delta_group_settings_b1t16384_h100_2026-12-05.json). The walks forming the
+           # outputs took that fp32 forward from 0.923-0.925 to 0.827 ms on an H100, the
+           # walks' 219 µs and the output kernel's 250 becoming 377
+           # (book/results/delta_walk_outputs_b1t16384_h100_2026-12-05.json)
+           "group": dict(chunks=32, below=128, split=64, num_warps=2, outputs=True,
                          state_fwd=dict(split=32, num_warps=4, num_stages=3)),
            # what the forward of bf16 / fp16 inputs multiplies (hymo_mini.ops.precision's
            # HALF_PRODUCTS): "bf16", its blocks rounded to bf16, or "tf32"; the backward
@@ -337,9 +339,9 @@ def _over_groups(states: str, D: int, BD: int, BDs: int, half: bool) -> tuple[in
 
 
 def _walks_form_outputs() -> bool:
-    """CONFIGS["group"]["outputs"] (default False): whether the walks over groups form the
+    """CONFIGS["group"]["outputs"] (default True): whether the walks over groups form the
     outputs themselves when nothing is kept for a backward (``chunk_states``' OUT)."""
-    fuse = _config("group").get("outputs", False)
+    fuse = _config("group").get("outputs", True)
     if not isinstance(fuse, bool):
         raise ValueError(f"CONFIGS['group']['outputs'] must be True or False, got {fuse!r}")
     return fuse
