@@ -31,7 +31,9 @@ __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic"
            "INVERSE_LEVEL0_RUN", "inverse_level0", "benchmark_gates", "one_product_shares",
            "SHARE_RULES", "SHARED_RATE_AB_RUN", "SHARED_RATE_AGREE", "shared_rate_ab",
            "STANDING_MODEL_RATES", "GLA_MODEL_RUNS", "gla_model_rates", "GROUP_SETTINGS_RUNS",
-           "STANDING_GROUPS", "group_setting_label", "group_settings"]
+           "STANDING_GROUPS", "group_setting_label", "group_settings", "WALK_OUTPUT_RUNS",
+           "WALK_OUTPUT_HALF_RUN", "STANDING_WALK_OUTPUTS", "WALK_OUTPUT_CALLS",
+           "walk_outputs_ab"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -292,6 +294,10 @@ def targets_summary() -> CaptionedTable:
     grouped = standing(STANDING_GROUPS)
     suffix = f"the walks over groups set anew, on an {grouped.rows[0]['gpu']}"
     rows += [*_standing_rows(grouped, suffix), _clone_row(grouped, suffix)]
+    # and with the walks over groups forming the outputs (the last section)
+    fused = standing(STANDING_WALK_OUTPUTS)
+    suffix = f"the walks forming the outputs, on an {fused.rows[0]['gpu']}"
+    rows += [*_standing_rows(fused, suffix), _clone_row(fused, suffix)]
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -303,7 +309,8 @@ def targets_summary() -> CaptionedTable:
                          *(run_caption(load_result(r)) for r in kernel_forward.DELTA_CHAIN_RUNS),
                          kernel_forward.pairs_table().caption, reach.caption, now.caption,
                          shipped.caption, both.caption, *(h.caption for h in halves),
-                         model.caption, gla_model.caption, grouped.caption])
+                         model.caption, gla_model.caption, grouped.caption,
+                         fused.caption])
     return CaptionedTable(table, caption, rows)
 
 
@@ -930,18 +937,48 @@ def group_setting_label(change: dict) -> str:
         return "in use when run"
     parts = []
     for key, cfg in change.items():
+        if key == "walk_products":
+            parts.append("walks in the forward's products" if cfg == "same"
+                         else f"walks in {cfg} products")
+            continue
         if key != "group":
             parts.append(f"{_PASS_WORDS.get(key, key)}: {_launch_words(cfg)}")
             continue
         kernel = {k: v for k, v in cfg.items() if k in ("split", "num_warps", "num_stages")}
-        words = [f"groups of {cfg['chunks']} chunks"]
+        words = [f"groups of {cfg['chunks']} chunks"] if "chunks" in cfg else []
         if kernel:
             words.append(f"group kernels {_launch_words(kernel)}")
+        if cfg.get("products") == "walk":
+            words.append("group kernels in the walks' products")
         for name in ("state_fwd", "state_bwd"):
             if name in cfg:
                 words.append(f"{_PASS_WORDS[name]}s over groups {_launch_words(cfg[name])}")
+        if "outputs" in cfg:
+            words.append("the walks form the outputs" if cfg["outputs"]
+                         else "an output kernel forms the outputs")
         parts.append("; ".join(words))
     return "; ".join(parts)
+
+
+def _changed(change: dict, configs: dict) -> dict:
+    """The part of a change of the delta kernel's CONFIGS that differs from ``configs``, the
+    settings in use when it ran (a "group" dict and its walks' settings key by key)."""
+    out = {}
+    for key, value in change.items():
+        was = configs.get(key)
+        if key == "group" and isinstance(was, dict):
+            diff = {k: v for k, v in value.items()
+                    if k not in ("state_fwd", "state_bwd") and was.get(k) != v}
+            for name in ("state_fwd", "state_bwd"):
+                sub = {k: v for k, v in value.get(name, {}).items()
+                       if (was.get(name) or {}).get(k) != v}
+                if sub:
+                    diff[name] = sub
+            if diff:
+                out[key] = diff
+        elif was != value:
+            out[key] = value
+    return out
 
 
 def group_settings(runs: tuple = GROUP_SETTINGS_RUNS) -> CaptionedTable:
@@ -959,11 +996,13 @@ def group_settings(runs: tuple = GROUP_SETTINGS_RUNS) -> CaptionedTable:
             f, half = entry["forward"]["float32"], entry["forward"].get("bfloat16")
             us = f["kernels_us"]
             row = {"gpu": report["environment"]["gpu"], "shape": report["shape"],
-                   "change": entry["change"], "label": group_setting_label(entry["change"]),
+                   "change": entry["change"],
+                   "label": group_setting_label(_changed(entry["change"], report["configs"])),
                    "fwd_ms": f["fwd_ms"],
                    "groups_us": us.get("_group_fwd_kernel", 0.0)
                    + us.get("_group_scan_fwd_kernel", 0.0),
                    "walk_us": us["_state_fwd_kernel"],
+                   "output_us": us.get("_output_kernel"),  # None: the walks formed them
                    "vs_first": f["fwd_ms"] / first["float32"]["fwd_ms"],
                    "fwdbwd_ms": f["fwdbwd_ms"],
                    "half_fwdbwd_ms": half["fwdbwd_ms"] if half else None,
@@ -974,10 +1013,74 @@ def group_settings(runs: tuple = GROUP_SETTINGS_RUNS) -> CaptionedTable:
                          row["shape"].replace("_", " "), row["label"], f"{row['fwd_ms']:.3f}",
                          f"{row['vs_first']:.2f}x",
                          f"{row['groups_us']:.0f}" if row["groups_us"] else "-",
-                         f"{row['walk_us']:.0f}", f"{row['fwdbwd_ms']:.2f}",
+                         f"{row['walk_us']:.0f}",
+                         "-" if row["output_us"] is None else f"{row['output_us']:.0f}",
+                         f"{row['fwdbwd_ms']:.2f}",
                          f"{row['half_fwdbwd_ms']:.2f}" if half else "-"))
     table = TextTable(("card", "shape", "setting", "fp32 fwd ms", "/ run's first",
-                       "groups µs", "walk µs", "fp32 fwd+bwd ms", "bf16 fwd+bwd ms"),
-                      rows, align="lllrrrrrr",
+                       "groups µs", "walk µs", "output µs", "fp32 fwd+bwd ms",
+                       "bf16 fwd+bwd ms"),
+                      rows, align="lllrrrrrrr",
                       title="the delta forward's walks at each setting tried, fp32")
     return CaptionedTable(table, "\n".join(captions), values)
+
+
+# --------------------------------------------------------------------------------------
+# The walks over groups form the outputs (2026-12-05, seventh session)
+
+# gated_delta_profile.py --delta-forward-changes at B1 T16384 H40 in fp32 on an H100: tree
+# 2e211fe (the walks forming the outputs an opt-in) beside the other candidates, then tree
+# 3d8848e (the walks forming the outputs by default) at settings around it
+WALK_OUTPUT_RUNS = ("delta_walk_outputs_b1t16384_h100_2026-12-05.json",
+                    "delta_walk_settings_b1t16384_h100_2026-12-05.json")
+# the first call's bf16 forward with and without the change ({} first and last)
+WALK_OUTPUT_HALF_RUN = "delta_walk_outputs_bf16_b1t16384_h100_2026-12-05.json"
+# the delta rule on the model's rates beside chunk_kda, tree 3d8848e, both shapes in one run
+# (gated_delta.py --rates model), on an H100
+STANDING_WALK_OUTPUTS = {
+    "delta": (("gated_delta_peers_walk_outputs_h100_2026-12-05.json",), "chunk_triton",
+              "fla_chunk_kda", 4.0, 0.8)}
+# each call of the same command: (the standing run, the long fp32 case with the old group
+# settings, outputs off, right after it on the same machine: --configs); the second call
+# on a machine started afresh
+WALK_OUTPUT_CALLS = (("gated_delta_peers_walk_outputs_h100_2026-12-05.json",
+                      "gated_delta_peers_old_group_h100_2026-12-05.json"),
+                     ("gated_delta_peers_walk_outputs2_h100_2026-12-05.json",
+                      "gated_delta_peers_old_group2_h100_2026-12-05.json"))
+
+
+def _long_fp32(report: dict) -> dict:
+    """The entry of a gated_delta.py peers run at one sequence in fp32."""
+    return next(e for e in report["peers"].values() if e["B"] == 1 and e["dtype"] == "float32")
+
+
+def walk_outputs_ab(calls: tuple = WALK_OUTPUT_CALLS) -> CaptionedTable:
+    """The long fp32 forward with the walks forming the outputs (the standing run) against
+    the old group settings right after it on the same machine, a row per call: each
+    forward's time and its ratio to the clone of its bytes that its run timed."""
+    rows, captions = [], []
+    for i, names in enumerate(calls, 1):
+        new, old = (load_result(name, need=("peers",)) for name in names)
+        captions += [run_caption(new), run_caption(old)]
+        a, b = _long_fp32(new), _long_fp32(old)
+        row = {"call": i, "gpu": new["environment"]["gpu"], "limit": 4.0,
+               "new_ms": a["results"]["chunk_triton"]["fwd_ms"],
+               "old_ms": b["results"]["chunk_triton"]["fwd_ms"],
+               "new_clone_ms": a["clone_floor_ms"], "old_clone_ms": b["clone_floor_ms"]}
+        row["new_vs_clone"] = row["new_ms"] / row["new_clone_ms"]
+        row["old_vs_clone"] = row["old_ms"] / row["old_clone_ms"]
+        row["ratio"] = row["new_ms"] / row["old_ms"]
+        rows.append(row)
+    table = TextTable(
+        ("call", "card", "fwd ms: outputs by the walks", "old settings", "new / old",
+         "fwd / clone: new (limit)", "old"),
+        [(str(r["call"]), r["gpu"].replace("NVIDIA ", "").split(" ")[0], f"{r['new_ms']:.3f}",
+          f"{r['old_ms']:.3f}", f"{r['ratio']:.2f}x",
+          f"{r['new_vs_clone']:.2f}x ({r['limit']:g}x) "
+          f"{'met' if r['new_vs_clone'] <= r['limit'] else 'missed'}",
+          f"{r['old_vs_clone']:.2f}x") for r in rows],
+        title="The delta forward at B1 T16384 H40 in fp32 on the model's rates, as the mixer "
+              "calls it: the walks forming the outputs against the old group settings, "
+              "one call each",
+        align="llrrrrr")
+    return CaptionedTable(table, "\n".join(captions), rows)

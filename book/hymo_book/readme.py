@@ -357,7 +357,7 @@ def _shared_rate_text() -> str:
             f"{span([r['peak_ratio'] for r in delta])}×, the forward "
             f"{span([r['fwd_vs_clone'] for r in delta], 1)}× a clone of its bytes and "
             f"{span([r['fwd_vs_copy'] for r in delta], 1)}× the bytes moved once (limit "
-            f"{delta[0]['fwd_limit']:g}×). " + _groups_text())
+            f"{delta[0]['fwd_limit']:g}×). " + _groups_text() + " " + _fused_text())
 
 
 def _groups_text() -> str:
@@ -379,6 +379,22 @@ def _groups_text() -> str:
                f"the limit missed in {len(missed)} cases")
             + f"; forward + backward {_span([r['fwdbwd_ratio'] for r in rows])}× `chunk_kda`'s, "
             f"peak {_span([r['peak_ratio'] for r in rows])}×.")
+
+
+def _fused_text() -> str:
+    """The delta rule on the model's rates with the walks over groups forming the outputs."""
+    from hymo_book.kernel_report import STANDING_WALK_OUTPUTS, standing, walk_outputs_ab
+
+    rows = standing(STANDING_WALK_OUTPUTS, clone=True).rows
+    ab = walk_outputs_ab().rows
+    missed = [r for r in rows if not r["met"]["clone"]]
+    return ("With the walks over groups forming each chunk's outputs where nothing is kept for "
+            f"a backward (on an {rows[0]['gpu']}; {STANDING_WALK_OUTPUTS['delta'][0][0]}): the "
+            f"forward {_span([r['fwd_vs_clone'] for r in rows])}× a clone of its bytes, "
+            + ("within the limit everywhere" if not missed else
+               f"the limit missed in {len(missed)} cases")
+            + f"; at B1 T16384 in fp32 {_span([r['ratio'] for r in ab])}× the old settings' "
+            "time on the same card; not yet timed on an H200.")
 
 
 def _half_text() -> str:

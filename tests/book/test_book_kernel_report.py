@@ -129,7 +129,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 52 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 56 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
     auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
@@ -145,7 +145,8 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     delta = [r for r in summary.rows if r["target"].startswith("delta")
              and not r["target"].endswith(("latest", '"auto"', "final tree"))
              and "as shipped" not in r["target"] and "the model's rates" not in r["target"]
-             and "the walks over groups" not in r["target"]]
+             and "the walks over groups" not in r["target"]
+             and "the walks forming the outputs" not in r["target"]]
     flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
     assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
     assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
@@ -243,8 +244,8 @@ def test_the_later_fp32_run_ends_the_summary():
     """The summary's two rows of the gla kernel alone read the later run (the backward's six
     bf16 products, the tree as it stands) at its worst shapes; every final-tree row comes
     after all the others but the last rows, the rules as they shipped, then on the model's
-    rates, then with the walks over groups set anew (chapter 21 says "the N rows before the
-    M “as shipped”")."""
+    rates, then with the walks over groups set anew, then with the walks forming the outputs
+    (chapter 21 says "the N rows before the M “as shipped”")."""
     both = kr.tf32_beside_peer(kr.GLA_BF16X6_RUN)
     summary = kr.targets_summary()
     rows = {r["target"]: r for r in summary.rows}
@@ -255,11 +256,14 @@ def test_the_later_fp32_run_ends_the_summary():
     shipped = sum("as shipped" in r["target"] for r in summary.rows)
     model = sum("the model's rates" in r["target"] for r in summary.rows)
     grouped = sum("the walks over groups" in r["target"] for r in summary.rows)
-    assert shipped == 7 and model == 6 and grouped == 4
-    later = model + grouped
+    fused = sum("the walks forming the outputs" in r["target"] for r in summary.rows)
+    assert shipped == 7 and model == 6 and grouped == 4 and fused == 4
+    later = model + grouped + fused
     assert all("as shipped" in r["target"] for r in summary.rows[-shipped - later:-later])
-    assert all("the model's rates" in r["target"] for r in summary.rows[-later:-grouped])
-    assert all("the walks over groups" in r["target"] for r in summary.rows[-grouped:])
+    assert all("the model's rates" in r["target"]
+               for r in summary.rows[-later:-grouped - fused])
+    assert all("the walks over groups" in r["target"] for r in summary.rows[-grouped - fused:-fused])
+    assert all("the walks forming the outputs" in r["target"] for r in summary.rows[-fused:])
     final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped - later]]
     assert final == sorted(final) and sum(final) == 11
     assert kr.GLA_BF16X6_RUN in summary.caption
@@ -472,7 +476,7 @@ def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
         assert r["fwd_vs_copy"] == pytest.approx(
             e["results"][ours]["fwd_ms"] / (e["bytes_min_fwd"]
                                             / report["environment"]["copy_GBps"] / 1e6))
-    last = kr.targets_summary().rows[-10:-4]
+    last = kr.targets_summary().rows[-14:-8]
     assert all("the model's rates, on an NVIDIA H200" in r["target"] for r in last)
     assert [r["worst"] for r in last[-2:]] == [r["fwd_vs_copy"] for r in gla.rows]
 
@@ -506,6 +510,48 @@ def test_the_walks_over_groups_close_the_summary():
     assert report["settings"]["rates"] == "model"
     assert {(r["shape"], r["dtype"]) for r in grouped.rows} == {
         (s, d) for s in ("B4 T4096 H40", "B1 T16384 H40") for d in ("bfloat16", "float32")}
-    last = kr.targets_summary().rows[-4:]
+    last = kr.targets_summary().rows[-8:-4]
     assert all("the walks over groups set anew, on an NVIDIA H200" in r["target"] for r in last)
     assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in grouped.rows)
+
+
+def test_the_walks_forming_the_outputs_close_the_summary():
+    """The last four rows: the standing run with the walks over groups forming the outputs,
+    read from the run gated_delta.py wrote; the A/B against the old group settings read from
+    the runs of each call, the old one run with those settings (--configs)."""
+    fused = kr.standing(kr.STANDING_WALK_OUTPUTS, clone=True)
+    report = results.load_result(kr.STANDING_WALK_OUTPUTS["delta"][0][0])
+    assert report["settings"]["rates"] == "model"
+    assert report["delta_configs"]["group"]["outputs"] is True
+    last = kr.targets_summary().rows[-4:]
+    assert all("the walks forming the outputs, on an NVIDIA H100" in r["target"] for r in last)
+    assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in fused.rows)
+    ab = kr.walk_outputs_ab()
+    assert len(ab.rows) == len(kr.WALK_OUTPUT_CALLS)
+    for row, (new, old) in zip(ab.rows, kr.WALK_OUTPUT_CALLS, strict=True):
+        old_report = results.load_result(old)
+        assert old_report["delta_configs"]["group"]["outputs"] is False
+        assert "--configs" in old_report["environment"]["command"]
+        entry = next(e for e in old_report["peers"].values()
+                     if e["B"] == 1 and e["dtype"] == "float32")
+        assert row["old_vs_clone"] == pytest.approx(
+            entry["targets"]["chunk_triton"]["fwd_over_clone_floor"])
+        assert row["ratio"] == pytest.approx(row["new_ms"] / row["old_ms"])
+
+
+def test_the_group_settings_name_only_what_differs_from_the_settings_in_use():
+    in_use = {"group": {"chunks": 32, "below": 128, "outputs": True,
+                        "state_fwd": {"split": 32, "num_warps": 4}},
+              "walk_products": "ieee"}
+    change = {"group": {"chunks": 32, "below": 128, "outputs": True,
+                        "state_fwd": {"split": 16, "num_warps": 4}}}
+    assert kr._changed(change, in_use) == {"group": {"state_fwd": {"split": 16}}}
+    assert kr._changed({"walk_products": "ieee"}, in_use) == {}
+    assert kr._changed({"walk_products": "same"}, in_use) == {"walk_products": "same"}
+    assert kr.group_setting_label(kr._changed(change, in_use)) == "walks over groups 16 columns"
+    assert kr.group_setting_label({"group": {"outputs": True, "products": "walk"}}) == (
+        "group kernels in the walks' products; the walks form the outputs")
+    assert kr.group_setting_label({"walk_products": "same"}) == (
+        "walks in the forward's products")
+    table = kr.group_settings(kr.WALK_OUTPUT_RUNS)
+    assert [r["output_us"] is None for r in table.rows[:2]] == [False, True]
