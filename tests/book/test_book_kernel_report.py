@@ -262,7 +262,8 @@ def test_the_later_fp32_run_ends_the_summary():
     assert all("as shipped" in r["target"] for r in summary.rows[-shipped - later:-later])
     assert all("the model's rates" in r["target"]
                for r in summary.rows[-later:-grouped - fused])
-    assert all("the walks over groups" in r["target"] for r in summary.rows[-grouped - fused:-fused])
+    assert all("the walks over groups" in r["target"]
+               for r in summary.rows[-grouped - fused:-fused])
     assert all("the walks forming the outputs" in r["target"] for r in summary.rows[-fused:])
     final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped - later]]
     assert final == sorted(final) and sum(final) == 11
@@ -530,6 +531,7 @@ def test_the_walks_forming_the_outputs_close_the_summary():
     assert len(ab.rows) == len(kr.WALK_OUTPUT_CALLS)
     for row, (new, old) in zip(ab.rows, kr.WALK_OUTPUT_CALLS, strict=True):
         old_report = results.load_result(old)
+        assert results.load_result(new)["delta_configs"]["group"]["outputs"] is True
         assert old_report["delta_configs"]["group"]["outputs"] is False
         assert "--configs" in old_report["environment"]["command"]
         entry = next(e for e in old_report["peers"].values()

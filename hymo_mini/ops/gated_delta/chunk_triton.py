@@ -182,9 +182,9 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # forward's one multiplies (GROUP_PRODUCTS); "outputs": whether the walks over
            # groups form the outputs themselves where no backward follows (default True);
            # "state_fwd" / "state_bwd": the passes' settings over groups (the scan and the
-           # walks); where a key is absent, the state pass's own. On an H100 at B1 T16384 H40, fp32, the
-           # whole [M | B] in one program at 2 warps, groups of 32 chunks and the walks over
-           # them at 4 warps took the forward from 1.094-1.103 to 0.915 ms, the group
+           # walks); where a key is absent, the state pass's own. On an H100 at B1 T16384
+           # H40, fp32, the whole [M | B] in one program at 2 warps, groups of 32 chunks and
+           # the walks over them at 4 warps took the forward from 1.094-1.103 to 0.915 ms, the group
            # kernel from 343-349 to 177 µs, forward + backward from 4.38-4.43 to 3.92 ms
            # (bf16's 2.80 to 2.40)
            # (book/results/delta_group_split_b1t16384_h100_2026-12-05.json,
