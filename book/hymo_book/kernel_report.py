@@ -33,7 +33,8 @@ __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic"
            "STANDING_MODEL_RATES", "GLA_MODEL_RUNS", "gla_model_rates", "GROUP_SETTINGS_RUNS",
            "STANDING_GROUPS", "group_setting_label", "group_settings", "WALK_OUTPUT_RUNS",
            "WALK_OUTPUT_HALF_RUN", "STANDING_WALK_OUTPUTS", "WALK_OUTPUT_CALLS",
-           "walk_outputs_ab"]
+           "walk_outputs_ab", "STANDING_WALK_OUTPUTS_H200", "WALK_WARPS_RUN",
+           "STANDING_WALK_WARPS"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -294,10 +295,14 @@ def targets_summary() -> CaptionedTable:
     grouped = standing(STANDING_GROUPS)
     suffix = f"the walks over groups set anew, on an {grouped.rows[0]['gpu']}"
     rows += [*_standing_rows(grouped, suffix), _clone_row(grouped, suffix)]
-    # and with the walks over groups forming the outputs (the last section)
-    fused = standing(STANDING_WALK_OUTPUTS)
-    suffix = f"the walks forming the outputs, on an {fused.rows[0]['gpu']}"
-    rows += [*_standing_rows(fused, suffix), _clone_row(fused, suffix)]
+    # and with the walks over groups forming the outputs, on an H100 and an H200, then on
+    # the H200 with those walks at 2 warps (the last section)
+    fused = [standing(runs) for runs in (STANDING_WALK_OUTPUTS, STANDING_WALK_OUTPUTS_H200,
+                                         STANDING_WALK_WARPS)]
+    for table, words in zip(fused, ("the walks forming the outputs",) * 2
+                            + ("the walks forming the outputs at 2 warps",), strict=True):
+        suffix = f"{words}, on an {table.rows[0]['gpu']}"
+        rows += [*_standing_rows(table, suffix), _clone_row(table, suffix)]
     table = TextTable(("target", "limit", "measured", "verdict", "where"),
                       [(r["target"], f"{r['limit']:g}x", f"{r['worst']:.2f}x",
                         "met" if r["met"] else "missed", r["where"]) for r in rows],
@@ -310,7 +315,7 @@ def targets_summary() -> CaptionedTable:
                          kernel_forward.pairs_table().caption, reach.caption, now.caption,
                          shipped.caption, both.caption, *(h.caption for h in halves),
                          model.caption, gla_model.caption, grouped.caption,
-                         fused.caption])
+                         *(table.caption for table in fused)])
     return CaptionedTable(table, caption, rows)
 
 
@@ -1035,18 +1040,31 @@ WALK_OUTPUT_RUNS = ("delta_walk_outputs_b1t16384_h100_2026-12-05.json",
                     "delta_walk_settings_b1t16384_h100_2026-12-05.json")
 # the first call's bf16 forward with and without the change ({} first and last)
 WALK_OUTPUT_HALF_RUN = "delta_walk_outputs_bf16_b1t16384_h100_2026-12-05.json"
-# the delta rule on the model's rates beside chunk_kda, tree 3d8848e, both shapes in one run
-# (gated_delta.py --rates model), on an H100
+# the delta rule on the model's rates beside chunk_kda, tree 3d8848e (the walks over groups
+# at 4 warps), both shapes in one run (gated_delta.py --rates model), on an H100 and then on
+# an H200
 STANDING_WALK_OUTPUTS = {
     "delta": (("gated_delta_peers_walk_outputs_h100_2026-12-05.json",), "chunk_triton",
               "fla_chunk_kda", 4.0, 0.8)}
+STANDING_WALK_OUTPUTS_H200 = {
+    "delta": (("gated_delta_peers_walk_outputs_h200_2026-12-05.json",), "chunk_triton",
+              "fla_chunk_kda", 4.0, 0.8)}
 # each call of the same command: (the standing run, the long fp32 case with the old group
 # settings, outputs off, right after it on the same machine: --configs); the second call
-# on a machine started afresh
+# on a machine started afresh, the third on an H200
 WALK_OUTPUT_CALLS = (("gated_delta_peers_walk_outputs_h100_2026-12-05.json",
                       "gated_delta_peers_old_group_h100_2026-12-05.json"),
                      ("gated_delta_peers_walk_outputs2_h100_2026-12-05.json",
-                      "gated_delta_peers_old_group2_h100_2026-12-05.json"))
+                      "gated_delta_peers_old_group2_h100_2026-12-05.json"),
+                     ("gated_delta_peers_walk_outputs_h200_2026-12-05.json",
+                      "gated_delta_peers_old_group_h200_2026-12-05.json"))
+# on that H200 right after: settings around the walks forming the outputs
+# (gated_delta_profile.py, B1 T16384 H40 fp32), then the long sequence beside chunk_kda
+# with the best of them, the walks over groups at 2 warps (--configs; the default since)
+WALK_WARPS_RUN = "delta_walk_settings_b1t16384_h200_2026-12-05.json"
+STANDING_WALK_WARPS = {
+    "delta": (("gated_delta_peers_walk2_b1t16384_h200_2026-12-05.json",), "chunk_triton",
+              "fla_chunk_kda", 4.0, 0.8)}
 
 
 def _long_fp32(report: dict) -> dict:

@@ -383,18 +383,33 @@ def _groups_text() -> str:
 
 def _fused_text() -> str:
     """The delta rule on the model's rates with the walks over groups forming the outputs."""
-    from hymo_book.kernel_report import STANDING_WALK_OUTPUTS, standing, walk_outputs_ab
+    from hymo_book.kernel_report import (
+        STANDING_WALK_OUTPUTS,
+        STANDING_WALK_OUTPUTS_H200,
+        STANDING_WALK_WARPS,
+        standing,
+        walk_outputs_ab,
+    )
 
-    rows = standing(STANDING_WALK_OUTPUTS, clone=True).rows
+    h100, h200, warps = (standing(runs, clone=True).rows for runs in (
+        STANDING_WALK_OUTPUTS, STANDING_WALK_OUTPUTS_H200, STANDING_WALK_WARPS))
     ab = walk_outputs_ab().rows
-    missed = [r for r in rows if not r["met"]["clone"]]
+
+    def clone(rows):
+        missed = [f"{r['shape']} in {r['dtype']}" for r in rows if not r["met"]["clone"]]
+        return (f"{_span([r['fwd_vs_clone'] for r in rows])}× a clone of its bytes, "
+                + ("within the limit everywhere" if not missed
+                   else "the limit missed at " + ", ".join(missed)))
+
     return ("With the walks over groups forming each chunk's outputs where nothing is kept for "
-            f"a backward (on an {rows[0]['gpu']}; {STANDING_WALK_OUTPUTS['delta'][0][0]}): the "
-            f"forward {_span([r['fwd_vs_clone'] for r in rows])}× a clone of its bytes, "
-            + ("within the limit everywhere" if not missed else
-               f"the limit missed in {len(missed)} cases")
-            + f"; at B1 T16384 in fp32 {_span([r['ratio'] for r in ab])}× the old settings' "
-            "time on the same card; not yet timed on an H200.")
+            f"a backward ({STANDING_WALK_OUTPUTS['delta'][0][0]}, "
+            f"{STANDING_WALK_OUTPUTS_H200['delta'][0][0]}), the long fp32 forward took "
+            f"{_span([r['ratio'] for r in ab])}× the old settings' time on the same card; "
+            f"the forward on an H100 is {clone(h100)}, on an H200 {clone(h200)}. With those "
+            f"walks at 2 warps, the default since ({STANDING_WALK_WARPS['delta'][0][0]}, the "
+            f"long sequence on the H200): {clone(warps)}; forward + backward "
+            f"{_span([r['fwdbwd_ratio'] for r in warps])}× `chunk_kda`'s, peak "
+            f"{_span([r['peak_ratio'] for r in warps])}×.")
 
 
 def _half_text() -> str:

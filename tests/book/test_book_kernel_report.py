@@ -129,7 +129,7 @@ def test_moe_and_sweep_tables():
 
 def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
     summary = kr.targets_summary()
-    assert len(summary.rows) == 56 and all(r["met"] == (r["worst"] <= r["limit"])
+    assert len(summary.rows) == 64 and all(r["met"] == (r["worst"] <= r["limit"])
                                           for r in summary.rows)
     # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
     auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
@@ -257,7 +257,7 @@ def test_the_later_fp32_run_ends_the_summary():
     model = sum("the model's rates" in r["target"] for r in summary.rows)
     grouped = sum("the walks over groups" in r["target"] for r in summary.rows)
     fused = sum("the walks forming the outputs" in r["target"] for r in summary.rows)
-    assert shipped == 7 and model == 6 and grouped == 4 and fused == 4
+    assert shipped == 7 and model == 6 and grouped == 4 and fused == 12
     later = model + grouped + fused
     assert all("as shipped" in r["target"] for r in summary.rows[-shipped - later:-later])
     assert all("the model's rates" in r["target"]
@@ -477,7 +477,7 @@ def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
         assert r["fwd_vs_copy"] == pytest.approx(
             e["results"][ours]["fwd_ms"] / (e["bytes_min_fwd"]
                                             / report["environment"]["copy_GBps"] / 1e6))
-    last = kr.targets_summary().rows[-14:-8]
+    last = kr.targets_summary().rows[-22:-16]
     assert all("the model's rates, on an NVIDIA H200" in r["target"] for r in last)
     assert [r["worst"] for r in last[-2:]] == [r["fwd_vs_copy"] for r in gla.rows]
 
@@ -511,22 +511,34 @@ def test_the_walks_over_groups_close_the_summary():
     assert report["settings"]["rates"] == "model"
     assert {(r["shape"], r["dtype"]) for r in grouped.rows} == {
         (s, d) for s in ("B4 T4096 H40", "B1 T16384 H40") for d in ("bfloat16", "float32")}
-    last = kr.targets_summary().rows[-8:-4]
+    last = kr.targets_summary().rows[-16:-12]
     assert all("the walks over groups set anew, on an NVIDIA H200" in r["target"] for r in last)
     assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in grouped.rows)
 
 
 def test_the_walks_forming_the_outputs_close_the_summary():
-    """The last four rows: the standing run with the walks over groups forming the outputs,
-    read from the run gated_delta.py wrote; the A/B against the old group settings read from
-    the runs of each call, the old one run with those settings (--configs)."""
-    fused = kr.standing(kr.STANDING_WALK_OUTPUTS, clone=True)
-    report = results.load_result(kr.STANDING_WALK_OUTPUTS["delta"][0][0])
-    assert report["settings"]["rates"] == "model"
-    assert report["delta_configs"]["group"]["outputs"] is True
-    last = kr.targets_summary().rows[-4:]
-    assert all("the walks forming the outputs, on an NVIDIA H100" in r["target"] for r in last)
-    assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in fused.rows)
+    """The last twelve rows: the standing runs with the walks over groups forming the
+    outputs, on an H100 and an H200, then the long sequence on the H200 with those walks at 2
+    warps, each read from the run gated_delta.py wrote; the A/B against the old group
+    settings read from the runs of each call, the old one run with those settings
+    (--configs)."""
+    rows = kr.targets_summary().rows
+    for runs, words, last in (
+            (kr.STANDING_WALK_OUTPUTS, "the walks forming the outputs, on an NVIDIA H100",
+             rows[-12:-8]),
+            (kr.STANDING_WALK_OUTPUTS_H200, "the walks forming the outputs, on an NVIDIA H200",
+             rows[-8:-4]),
+            (kr.STANDING_WALK_WARPS, "the walks forming the outputs at 2 warps, on an "
+                                     "NVIDIA H200", rows[-4:])):
+        fused = kr.standing(runs, clone=True)
+        report = results.load_result(runs["delta"][0][0])
+        assert report["settings"]["rates"] == "model"
+        assert report["delta_configs"]["group"]["outputs"] is True
+        assert all(words in r["target"] for r in last)
+        assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in fused.rows)
+    warps = results.load_result(kr.STANDING_WALK_WARPS["delta"][0][0])
+    assert warps["delta_configs"]["group"]["state_fwd"]["num_warps"] == 2
+    assert "--configs" in warps["environment"]["command"]
     ab = kr.walk_outputs_ab()
     assert len(ab.rows) == len(kr.WALK_OUTPUT_CALLS)
     for row, (new, old) in zip(ab.rows, kr.WALK_OUTPUT_CALLS, strict=True):

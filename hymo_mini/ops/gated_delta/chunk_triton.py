@@ -191,9 +191,13 @@ CONFIGS = {"chunk": 16, "inverse": "levels", "forward": "passes", "pairs": "auto
            # delta_group_settings_b1t16384_h100_2026-12-05.json). The walks forming the
            # outputs took that fp32 forward from 0.923-0.925 to 0.827 ms on an H100, the
            # walks' 219 µs and the output kernel's 250 becoming 377
-           # (book/results/delta_walk_outputs_b1t16384_h100_2026-12-05.json)
+           # (book/results/delta_walk_outputs_b1t16384_h100_2026-12-05.json); on an H200
+           # the walks forming the outputs at 2 warps took it from 0.819-0.823 to 0.742 ms,
+           # the walks from 377-379 to 294 µs
+           # (book/results/delta_walk_settings_b1t16384_h200_2026-12-05.json; 2 warps not
+           # timed on an H100 with the outputs)
            "group": dict(chunks=32, below=128, split=64, num_warps=2, outputs=True,
-                         state_fwd=dict(split=32, num_warps=4, num_stages=3)),
+                         state_fwd=dict(split=32, num_warps=2, num_stages=3)),
            # what the forward of bf16 / fp16 inputs multiplies (hymo_mini.ops.precision's
            # HALF_PRODUCTS): "bf16", its blocks rounded to bf16, or "tf32"; the backward
            # multiplies in TF32 either way. On an H200 "bf16" took 3.5% (B4 T4096) and 4.5%
