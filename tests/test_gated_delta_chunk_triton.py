@@ -584,6 +584,23 @@ def test_the_walks_over_groups_may_form_the_outputs(monkeypatch, pairs, shape, w
     assert all(torch.equal(x, y) for x, y in zip(kept, unfused, strict=True))
 
 
+@pytest.mark.triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_shipped_group_settings_form_the_outputs(monkeypatch, dtype):
+    """The GPU's own CONFIGS["group"] (its kernels' columns and warps, the walks over groups'
+    settings, the walks forming the outputs), forced on with groups of two chunks: with
+    nothing kept for a backward, o and the final state as the loop's."""
+    shipped = dict(gdt.CONFIGS["group"], chunks=2, below=1 << 30)
+    assert shipped["outputs"] is True
+    monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE), group=shipped))
+    leaves = make_leaves(2, 70, 2, 32, 32, dtype, decay_scale=3.0, with_h0=True)
+    tol = FP32_TOL if dtype == torch.float32 else LOW_TOL
+    with torch.no_grad():
+        fused = kernel(*leaves, True)
+        ref = naive_gated_delta(*(t.double() if t is not None else None for t in leaves))
+    assert rel_err(fused[0], ref[0]) < tol and rel_err(fused[1], ref[1]) < tol
+
+
 def test_the_walks_outputs_setting_checked(monkeypatch):
     monkeypatch.setattr(gdt, ACTIVE, dict(getattr(gdt, ACTIVE),
                                           group=dict(chunks=1, below=1 << 30, outputs="yes")))
