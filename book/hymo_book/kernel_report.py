@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic"
            "STANDING_GROUPS", "group_setting_label", "group_settings", "WALK_OUTPUT_RUNS",
            "WALK_OUTPUT_HALF_RUN", "STANDING_WALK_OUTPUTS", "WALK_OUTPUT_CALLS",
            "walk_outputs_ab", "STANDING_WALK_OUTPUTS_H200", "WALK_WARPS_RUN",
-           "STANDING_WALK_WARPS"]
+           "STANDING_WALK_WARPS", "long_fp32", "pytest_tally"]
 
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
@@ -1067,9 +1068,18 @@ STANDING_WALK_WARPS = {
               "fla_chunk_kda", 4.0, 0.8)}
 
 
-def _long_fp32(report: dict) -> dict:
+def long_fp32(report: dict) -> dict:
     """The entry of a gated_delta.py peers run at one sequence in fp32."""
     return next(e for e in report["peers"].values() if e["B"] == 1 and e["dtype"] == "float32")
+
+
+def pytest_tally(log: str) -> tuple[int, bool]:
+    """(tests passed, whether any failed or errored) of a pytest log in benchmarks/, by
+    name: the "N passed" of every summary line added up; a failure counted in a summary
+    line or marked F / E in a progress line."""
+    text = (BENCHMARKS_DIR / log).read_text()
+    passed = sum(int(n) for n in re.findall(r"(\d+) passed", text))
+    return passed, bool(re.search(r"\d+ (failed|error)|^[.sx]*[FE]", text, re.M))
 
 
 def walk_outputs_ab(calls: tuple = WALK_OUTPUT_CALLS) -> CaptionedTable:
@@ -1080,7 +1090,7 @@ def walk_outputs_ab(calls: tuple = WALK_OUTPUT_CALLS) -> CaptionedTable:
     for i, names in enumerate(calls, 1):
         new, old = (load_result(name, need=("peers",)) for name in names)
         captions += [run_caption(new), run_caption(old)]
-        a, b = _long_fp32(new), _long_fp32(old)
+        a, b = long_fp32(new), long_fp32(old)
         row = {"call": i, "gpu": new["environment"]["gpu"], "limit": 4.0,
                "new_ms": a["results"]["chunk_triton"]["fwd_ms"],
                "old_ms": b["results"]["chunk_triton"]["fwd_ms"],

@@ -569,3 +569,13 @@ def test_the_group_settings_name_only_what_differs_from_the_settings_in_use():
         "walks in the forward's products")
     table = kr.group_settings(kr.WALK_OUTPUT_RUNS)
     assert [r["output_us"] is None for r in table.rows[:2]] == [False, True]
+
+
+def test_pytest_tally_reads_passes_and_failures(monkeypatch, tmp_path):
+    monkeypatch.setattr(kr, "BENCHMARKS_DIR", tmp_path)
+    (tmp_path / "clean.log").write_text("....\n4 passed in 1.0s\n....\n3 passed in 2.0s\n")
+    (tmp_path / "summary.log").write_text("..F.\n1 failed, 3 passed in 1.0s\n")
+    (tmp_path / "progress.log").write_text("..E\n")
+    assert kr.pytest_tally("clean.log") == (7, False)
+    assert kr.pytest_tally("summary.log") == (3, True)
+    assert kr.pytest_tally("progress.log") == (0, True)
