@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.launching import direct, next_power_of_2, on_inputs_device
+from hymo_mini.launching import next_power_of_2, on_inputs_device
 
 __all__ = ["softcap_ce_rows_triton", "fast_tanh", "INTERPRET"]
 
@@ -104,11 +104,6 @@ def _softcap_ce_rows_kernel(z, targets, loss, scale, V, stride_z, cap, inv_cap, 
             if SCALE:
                 b_dz = b_dz * b_scale
             tl.store(p_z + o_v, b_dz.to(p_z.dtype.element_ty), mask=m_v)
-
-
-# launched as Triton launches them, or with hymo_mini.launching.DIRECT by their compiled
-# launchers once compiled (hymo_mini.launching.Direct)
-_softcap_ce_rows_kernel = direct(_softcap_ce_rows_kernel)
 
 
 def fast_tanh(dtype: torch.dtype) -> bool:

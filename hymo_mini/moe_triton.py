@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.launching import direct, next_power_of_2, on_inputs_device
+from hymo_mini.launching import next_power_of_2, on_inputs_device
 
 __all__ = []  # kernels and their Functions, used through hymo_mini.moe_rows
 
@@ -62,12 +62,6 @@ def _combine_bwd_kernel(g, y, row, w, dy, dw, N, D, K: tl.constexpr, BD: tl.cons
         b_y = tl.load(y + r * D + o_d, mask=m_d, other=0.0).to(tl.float32)
         tl.store(dw + t * K + j, tl.sum(b_g * b_y, axis=0).to(dw.dtype.element_ty))
         tl.store(dy + r * D + o_d, (b_w * b_g).to(dy.dtype.element_ty), mask=m_d)
-
-
-# launched as Triton launches them, or with hymo_mini.launching.DIRECT by their compiled
-# launchers once compiled (hymo_mini.launching.Direct)
-_gather_kernel, _gather_bwd_kernel, _combine_kernel, _combine_bwd_kernel = direct(
-    _gather_kernel, _gather_bwd_kernel, _combine_kernel, _combine_bwd_kernel)
 
 
 def _block(D: int) -> dict:
