@@ -70,8 +70,8 @@ from __future__ import annotations
 import torch
 from einops import einsum, rearrange
 
-from hymo_mini.ops.checks import check_inputs, compute_dtype, empty_sequence, start_state
-from hymo_mini.ops.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
+from hymo_mini.ops.utils.checks import check_inputs, compute_dtype, empty_sequence, start_state
+from hymo_mini.ops.utils.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
 
 __all__ = ["chunk_gated_delta_torch", "DEFAULT_CHUNK_SIZE"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from einops import einsum
 
-from hymo_mini.ops.checks import check_inputs, compute_dtype, start_state
+from hymo_mini.ops.utils.checks import check_inputs, compute_dtype, start_state
 
 __all__ = ["naive_gated_delta"]
 

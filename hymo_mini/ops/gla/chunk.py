@@ -40,8 +40,8 @@ from __future__ import annotations
 import torch
 from einops import einsum
 
-from hymo_mini.ops.checks import check_inputs, compute_dtype, start_state
-from hymo_mini.ops.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
+from hymo_mini.ops.utils.checks import check_inputs, compute_dtype, start_state
+from hymo_mini.ops.utils.chunks import causal_decays, check_chunk_size, from_chunks, to_chunks
 
 __all__ = ["chunk_gla_torch", "DEFAULT_CHUNK_SIZE"]
 

@@ -44,22 +44,18 @@ fp32; o and the gradients come back in their input's dtype (float64 is computed 
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.launching import cdiv, direct, next_power_of_2, on_inputs_device
-from hymo_mini.ops.checks import check_inputs, check_triton_device, empty_sequence
+from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
+from hymo_mini.ops.utils.checks import check_inputs, check_triton_device, empty_sequence
+from hymo_mini.ops.utils.precision import INTERPRET
 
-__all__ = ["recurrent_gla_triton", "RecurrentGLAFunction", "CONFIGS", "INTERPRET"]
+__all__ = ["recurrent_gla_triton", "RecurrentGLAFunction", "CONFIGS"]
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-
-# Launch parameters per kernel and input width (4: fp32, 2: bf16/fp16), chosen by
-# `benchmarks/gdn.py --tune` on an H200. fwd "block": columns of the state per program.
-# bwd "chunk": the checkpoint interval C (even).
+# Launch parameters per kernel and input width (4: fp32, 2: bf16/fp16). fwd "block": columns
+# of the state per program; bwd "chunk": the checkpoint interval C (even).
 CONFIGS = {
     "fwd": {4: dict(block=32, num_warps=1, num_stages=3),
             2: dict(block=32, num_warps=1, num_stages=3)},
@@ -237,11 +233,6 @@ def _bwd_kernel(v, b, c, g, A, do, dht, ckpt, scratch, dv, db, dc, dg, dA, dh0, 
 # --------------------------------------------------------------------------------------
 # Launchers and the autograd wrapper
 # --------------------------------------------------------------------------------------
-# launched as Triton launches them, or with hymo_mini.launching.DIRECT by their compiled
-# launchers once compiled (hymo_mini.launching.Direct)
-_fwd_kernel, _bwd_kernel = direct(_fwd_kernel, _bwd_kernel)
-
-
 def _itemsize_key(v: torch.Tensor) -> int:
     return 2 if v.element_size() == 2 else 4
 

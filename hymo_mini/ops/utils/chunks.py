@@ -1,6 +1,6 @@
 """Time cut into chunks, for the two chunkwise forms in plain PyTorch (``gla/chunk.py`` and
-``gated_delta/chunk.py``), and which chunks the Triton kernels' pairs take by one product
-(:func:`one_product_chunks`).
+``gated_delta/chunk.py``), and which chunks the Triton kernels' pair weights take by one
+product (:func:`one_product_chunks`, the rule of ``utils.pairs.takes_chunk`` in PyTorch).
 
 A sequence whose length C does not divide is padded at the end with zero steps; each rule
 says why its zero steps leave the state unchanged (g = 0: no decay; b = 0, and β = 0 for
@@ -20,9 +20,8 @@ __all__ = ["check_chunk_size", "to_chunks", "from_chunks", "causal_decays", "ONE
 
 # The Triton kernels form a block's pairs by one product when every exp2(±l_t δ_n) of it lies in
 # [2^-SPAN, 2^SPAN], δ_n the excess of rate n over the head's slowest, in base 2
-# (``gla.chunk_blocks._pairs``; ``gla.chunk_blocks.SPAN`` is this number): far from fp32's
-# overflow (2^128) and from its subnormals (2^-126), so that no factor loses bits and no
-# product of two overflows.
+# (``utils.pairs``): far from fp32's overflow (2^128) and from its subnormals (2^-126), so
+# that no factor loses bits and no product of two overflows.
 ONE_PRODUCT_SPAN = 64.0
 
 
@@ -62,20 +61,17 @@ def causal_decays(L: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
 def one_product_chunks(g: torch.Tensor, A: torch.Tensor, chunk_size: int,
                        block_size: int = 16) -> torch.Tensor:
     """Which chunks of ``chunk_size`` steps the chunked Triton kernels take by one product
-    when their ``CONFIGS["pairs"]`` is "auto" (the others take the levels): (B, H, K) bool,
-    K = ceil(T / chunk_size), for g (B, T, H) and A (H, S) < 0.
+    (the others take the levels): (B, H, K) bool, K = ceil(T / chunk_size), for g (B, T, H)
+    and A (H, S) < 0.
 
-    The kernels' rule (``gla.chunk_blocks._chunk_fits``): a chunk fits when, in every block
-    of ``block_size`` steps, the gate summed from the block's start times the spread of the
-    head's rates, max_n A_n - min_n A_n in base 2, stays within ``ONE_PRODUCT_SPAN``. (The
-    product takes the decay every key shares, the slowest rate's, as a tile of its own, so
-    only the keys' excess over it has to fit: a head whose keys share one rate fits however
-    strong its decay.) The last chunk counts its padding steps as g = 0. The gla forward
-    decides per chunk of ``CONFIGS["chunk"]`` steps in blocks of ``CONFIGS["block"]``; the
-    delta rule's one-launch forward per stretch of ``CONFIGS_16BIT["chain"]["chunks"]``
-    chunks of 16 steps, and only up to the first stretch of a sequence that does not fit
-    (the rest take the levels). A value within rounding of the limit may be decided the
-    other way by the kernel, which sums in its own order."""
+    A chunk fits when, in every block of ``block_size`` steps, the gate summed from the
+    block's start times the spread of the head's rates, max_n A_n - min_n A_n in base 2,
+    stays within ``ONE_PRODUCT_SPAN``. (The product takes the decay every key shares, the
+    slowest rate's, as a tile of its own, so only the keys' excess over it has to fit: a
+    head whose keys share one rate fits however strong its decay.) The last chunk counts
+    its padding steps as g = 0. The gla kernel decides per chunk of 128 steps in blocks of
+    16, the delta kernel per chunk of 16. A value within rounding of the limit may be
+    decided the other way by a kernel, which sums in its own order."""
     if g.ndim != 3:
         raise ValueError(f"g must be (B, T, H), got shape {tuple(g.shape)}")
     if A.ndim != 2 or A.shape[0] != g.shape[2]:

@@ -9,10 +9,9 @@ A (H, S); beta (B, T, H) for the delta rule; initial_state (B, H, S, D).
 from __future__ import annotations
 
 import torch
-from torch.autograd import forward_ad
 
-__all__ = ["check_inputs", "check_triton_device", "check_same_layout", "compute_dtype",
-           "start_state", "empty_sequence", "needs_graph", "LAYOUTS"]
+__all__ = ["check_inputs", "check_triton_device", "compute_dtype", "start_state",
+           "empty_sequence", "LAYOUTS"]
 
 LAYOUTS = {"v": "(B, T, H, D)", "b": "(B, T, H, S)", "c": "(B, T, H, S)", "g": "(B, T, H)",
            "A": "(H, S)", "beta": "(B, T, H)", "initial_state": "(B, H, S, D)"}
@@ -51,30 +50,6 @@ def _check_shapes(tensors: dict[str, torch.Tensor]) -> None:
                              f"got {tuple(t.shape)}")
 
 
-def _plainly_valid(v, b, c, g, A, initial_state, beta) -> bool:
-    """True only for inputs that pass every check of ``_check_tensors`` and
-    ``_check_shapes``: plain tensors of the GDN dtypes on one device, every shape as v and b
-    ask. Cheaper than those checks, which run (and name what is wrong) when this is False."""
-    tensors = [v, b, c, g, A]
-    if beta is not None:
-        tensors.append(beta)
-    if initial_state is not None:
-        tensors.append(initial_state)
-    for t in tensors:
-        if type(t) is not torch.Tensor or t.dtype not in _DTYPES:
-            return False
-    if v.dim() != 4 or b.dim() != 4:
-        return False
-    B, T, H, D = v.shape
-    S = b.shape[3]
-    if (b.shape != (B, T, H, S) or c.shape != (B, T, H, S) or g.shape != (B, T, H)
-            or A.shape != (H, S) or (beta is not None and beta.shape != (B, T, H))
-            or (initial_state is not None and initial_state.shape != (B, H, S, D))):
-        return False
-    device = v.device
-    return all(t.device == device for t in tensors[1:])
-
-
 def check_inputs(v, b, c, g, A, initial_state=None, beta=None, *,
                  check_values: bool = True) -> None:
     """Raise a clear one-line error for inputs no GDN path can take.
@@ -84,33 +59,18 @@ def check_inputs(v, b, c, g, A, initial_state=None, beta=None, *,
     waits for the device, so callers that build g and A finite (the GDN mixer: a sigmoid
     and -exp) pass ``check_values=False``.
     """
-    if not _plainly_valid(v, b, c, g, A, initial_state, beta):
-        tensors = {"v": v, "b": b, "c": c, "g": g, "A": A}
-        if beta is not None:
-            tensors["beta"] = beta
-        if initial_state is not None:
-            tensors["initial_state"] = initial_state
-        _check_tensors(tensors)
-        _check_shapes(tensors)
+    tensors = {"v": v, "b": b, "c": c, "g": g, "A": A}
+    if beta is not None:
+        tensors["beta"] = beta
+    if initial_state is not None:
+        tensors["initial_state"] = initial_state
+    _check_tensors(tensors)
+    _check_shapes(tensors)
     if not check_values or g.device.type == "meta":  # meta: shapes only, no values
         return
     with torch.no_grad():
         if not bool(torch.isfinite(g).all() & torch.isfinite(A).all()):
             raise ValueError("the decay g * A must be finite: g or A contains inf or nan")
-
-
-def needs_graph(*tensors) -> bool:
-    """Whether autograd will see a call on ``tensors`` (None among them is skipped): it is
-    recording and one of them requires a gradient, or one of them carries a forward-mode
-    tangent (inside ``torch.autograd.forward_ad.dual_level``; the kernels' autograd Functions
-    then say they have no forward mode, where a plain forward would drop the tangent).
-    Otherwise a kernel's forward may run without its autograd Function, whose bookkeeping
-    costs host time and buys nothing."""
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
-        return True
-    if getattr(forward_ad, "_current_level", 0) < 0:  # no dual level open (the usual case)
-        return False
-    return any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
 def check_triton_device(v, interpret: bool, what: str, module: str, instead: str) -> None:
@@ -121,18 +81,6 @@ def check_triton_device(v, interpret: bool, what: str, module: str, instead: str
     if v.device.type != "cuda" and not interpret:
         raise RuntimeError(f"{what} needs a CUDA GPU, or the Triton interpreter on CPU: set "
                            f"TRITON_INTERPRET=1 before {module} is imported, or use {instead}")
-
-
-def check_same_layout(function: str, kept: dict, now: dict) -> None:
-    """Raise unless the settings that lay out what ``function``'s forward kept for its
-    backward (``kept``, by name) are still those in use (``now``): under other settings the
-    backward would read the kept tensors wrongly, a silent wrong gradient."""
-    changed = ", ".join(f"CONFIGS[{k!r}] {kept[k]!r} -> {now[k]!r}" for k in now
-                        if now[k] != kept[k])
-    if changed:
-        raise RuntimeError(f"{function}: {changed} between the forward and its backward; what "
-                           "the forward kept is laid out for the old settings: change CONFIGS "
-                           "before a forward, not between it and its backward")
 
 
 def compute_dtype(v: torch.Tensor) -> torch.dtype:
