@@ -113,8 +113,6 @@ GROUP_CHUNKS, GROUPS_BELOW = 32, 128
 def _launch(name: str, half: bool) -> tuple[int, dict]:
     """Kernel ``name``'s columns per program ("split", or None) and its launch options."""
     settings = dict((LAUNCH_16BIT if half else {}).get(name, LAUNCH[name]))
-    if INTERPRET:  # one program after another: the fewest programs
-        settings = dict(split=1 << 30, num_warps=1, num_stages=1)
     return settings.pop("split", None), settings
 
 

@@ -36,15 +36,16 @@ def chunk_writes_kernel(b, v, g, A, hs, decay, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
-    b_L = tl.cumsum(b_g, axis=0)  # [BC] the gate summed from the chunk's start
-    b_Lend = tl.sum(b_g, axis=0)
+    # the gate summed after each step to the chunk's end, L_end - L_s, summed directly: a
+    # difference of two long sums would carry their rounding into the last steps' decays
+    b_gap = tl.cumsum(b_g, axis=0, reverse=True) - b_g  # [BC]
     b_b = load_rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]
     b_v = load_rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BC, BD]
-    b_b = b_b * tl.exp2((b_Lend - b_L)[:, None] * b_A2[None, :])  # decayed to the chunk's end
+    b_b = b_b * tl.exp2(b_gap[:, None] * b_A2[None, :])  # decayed to the chunk's end
     i_k = i_bh.to(tl.int64) * tl.cdiv(T, BC) + i_c
     tl.store(hs + i_k * S * D + o_s[:, None] * D + o_d[None, :],
              dot(tl.trans(b_b), b_v, PRECISION), mask=m_s[:, None] & m_d[None, :])
-    tl.store(decay + i_k * S + o_s, tl.exp2(b_Lend * b_A2), mask=m_s)
+    tl.store(decay + i_k * S + o_s, tl.exp2(tl.sum(b_g, axis=0) * b_A2), mask=m_s)
 
 
 @triton.jit

@@ -57,13 +57,12 @@ from hymo_mini.ops.gla.chunk_o import chunk_output_kernel
 from hymo_mini.ops.utils.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.utils.precision import INTERPRET, products
 
-__all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CHUNK", "BLOCK", "LAUNCH"]
+__all__ = ["chunk_gla_triton", "ChunkGLAFunction", "CHUNK", "BLOCK", "SPLIT", "LAUNCH"]
 
 CHUNK = 32 if INTERPRET else 128  # BC: steps per stored chunk state (short on the CPU)
 BLOCK = 16  # BT: steps per block of pairs
-# per kernel: num_warps, num_stages; "split": the side of the [split, split] block of the
-# state one sequential program owns (the whole state under the interpreter: fewest programs)
-SPLIT = 1 << 30 if INTERPRET else 16
+SPLIT = 16  # a sequential program owns a [SPLIT, SPLIT] block of the state
+# per kernel: num_warps, and num_stages (the software pipeline of the sequential loops)
 LAUNCH = {"chunk_writes": dict(num_warps=1, num_stages=1),
           "state_scan": dict(num_warps=1, num_stages=3),
           "chunk_output": dict(num_warps=1, num_stages=2),
@@ -91,11 +90,11 @@ def _forward(v, b, c, g, A, h0, output_final_state, keep, precision):
     chunk_writes_kernel[(NC, B * H)](b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=CHUNK, BS=BS,
                                      BD=BD, PRECISION=precision, **LAUNCH["chunk_writes"])
     sBS, sBD, NS, ND = _state_blocks(S, D, 1)  # no tl.dot in the scan: any width
-    scan = dict(LAUNCH["state_scan"])
+    scan = LAUNCH["state_scan"]
     state_scan_kernel[(B * H * NS * ND,)](
         hs, decay, h0, ht, T, S=S, D=D, BC=CHUNK, BS=sBS, BD=sBD, NS=NS, ND=ND,
-        USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=scan.pop("num_stages"),
-        **scan)
+        USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=scan["num_stages"],
+        num_warps=scan["num_warps"])
     o = torch.empty_like(v)
     hb = v.new_empty(B * H, cdiv(T, BLOCK), S, D, dtype=torch.float32) if keep else None
     left = v.new_empty(B * H * NC, dtype=torch.int32)  # chunks the product launch left
@@ -114,11 +113,11 @@ def _backward(v, b, c, g, A, h0, hb, do, dht, precision):
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the gradient at chunk ends
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if h0 is not None else None
     sBS, sBD, NS, ND = _state_blocks(S, D, 16)
-    grad = dict(LAUNCH["state_grad"])
+    grad = LAUNCH["state_grad"]
     state_grad_kernel[(B * H * NS * ND,)](
         c, g, A, do, dht, dhs, dh0, T, H=H, S=S, D=D, BC=CHUNK, BS=sBS, BD=sBD, NS=NS, ND=ND,
-        USE_DHT=dht is not None, STORE_DH0=h0 is not None, NUM_STAGES=grad.pop("num_stages"),
-        PRECISION=precision, **grad)
+        USE_DHT=dht is not None, STORE_DH0=h0 is not None, NUM_STAGES=grad["num_stages"],
+        PRECISION=precision, num_warps=grad["num_warps"])
     dv, db, dc, dg = (torch.empty_like(t) for t in (v, b, c, g))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
     BS, BD = max(16, next_power_of_2(S)), max(16, next_power_of_2(D))
