@@ -16,21 +16,12 @@ def test_nearest_by_spelling_and_by_distance():
 
 
 def test_one_of_names_the_setting_the_choices_and_the_nearest():
-    one_of("auto", "CONFIGS['pairs']", ("levels", "auto"))  # a valid choice: no error
+    one_of("gla", "gdn_rule", ("gla", "delta"))  # a valid choice: no error
     with pytest.raises(ValueError) as err:
-        one_of("leves", "CONFIGS['pairs']", ("levels", "auto"))
-    assert str(err.value) == ("CONFIGS['pairs'] must be one of 'levels', 'auto', got 'leves' "
-                              "(did you mean 'levels'?)")
+        one_of("deltaa", "gdn_rule", ("gla", "delta"))
+    assert str(err.value) == ("gdn_rule must be one of 'gla', 'delta', got 'deltaa' "
+                              "(did you mean 'delta'?)")
     with pytest.raises(ValueError, match=r"block must be one of 16, 32 \(at most the chunk, 64\), "
                                          r"got 24 \(did you mean 16\?\)"):
         one_of(24, "block", (16, 32), " (at most the chunk, 64)")
 
-
-def test_a_kernel_setting_misspelled_says_what_was_meant(monkeypatch):
-    import torch
-
-    from hymo_mini.ops.precision import kernel_precision
-
-    with pytest.raises(ValueError, match=r"got 'bf16x' \(did you mean 'bf16x6'\?\)"):
-        kernel_precision(torch.float32, "bf16", forward=False, interpret=True,
-                         fp32_products={"forward": "tf32x3", "backward": "bf16x"})

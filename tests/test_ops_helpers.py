@@ -1,17 +1,17 @@
-"""The helpers the recurrence paths share: time cut into padded chunks and joined again,
-and the causal decays of a chunk against their definition (ops/chunks.py, both chunk
-forms); which chunks the Triton kernels take by one product, against the kernels' own
-rule (ops/chunks.py, one_product_chunks); the start state (every plain path) and the
-device check of the Triton kernels (ops/checks.py)."""
+"""The floor both rules share (hymo_mini.ops.utils): time cut into padded chunks and joined
+again, and the causal decays of a chunk against their definition (chunks.py, both chunk
+forms); which chunks the Triton kernels take by one product, against the kernels' own rule
+(one_product_chunks against pairs.takes_chunk); the start state (every plain path), the
+input checks and the device check of the Triton kernels (checks.py)."""
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from hymo_mini.ops import checks
-from hymo_mini.ops.checks import check_triton_device, compute_dtype, start_state
-from hymo_mini.ops.chunks import (
+from hymo_mini.ops.utils import checks
+from hymo_mini.ops.utils.checks import check_triton_device, compute_dtype, start_state
+from hymo_mini.ops.utils.chunks import (
     ONE_PRODUCT_SPAN,
     causal_decays,
     check_chunk_size,
@@ -19,7 +19,8 @@ from hymo_mini.ops.chunks import (
     one_product_chunks,
     to_chunks,
 )
-from hymo_mini.ops.gla.chunk_blocks import SPAN, _chunk_fits, _rates, _spread
+from hymo_mini.ops.utils.pairs import SPAN, takes_chunk
+from hymo_mini.ops.utils.tiles import rates
 
 
 @pytest.mark.parametrize("T", [1, 7, 8, 9])
@@ -85,53 +86,35 @@ def _valid_inputs(B=2, T=5, H=3, S=6, D=4):
     return dict(v=v, b=b, c=c, g=g, A=A, initial_state=torch.zeros(B, H, S, D), beta=beta)
 
 
-def _full_checks(inputs):
-    """The detailed checks alone (what check_inputs runs when the quick one says no)."""
-    tensors = {k: t for k, t in inputs.items() if t is not None}
-    checks._check_tensors(tensors)
-    checks._check_shapes(tensors)
-
-
 @pytest.mark.parametrize("optional", ["both", "no beta", "no initial_state"])
-def test_quick_input_check_accepts_only_what_the_full_checks_accept(optional):
-    """check_inputs first asks a cheaper question (``_plainly_valid``), and runs the
-    detailed checks, which name what is wrong, only where it says no. So it must never say
-    yes to inputs the detailed checks refuse: every single change below (a shape, a rank,
-    a dtype, a device, a type) is either accepted by both or refused by the quick one."""
+def test_every_bad_input_is_named(optional):
+    """Every single change below (a shape, a rank, a dtype, a device, a type) is refused with
+    one line that names the input, or it is one the inputs allow (a value size no other
+    input fixes, e.g. D without an initial state)."""
     base = _valid_inputs()
     if optional == "no beta":
         base["beta"] = None
     if optional == "no initial_state":
         base["initial_state"] = None
-    assert checks._plainly_valid(**base)
-    changes = []
+    checks.check_inputs(**base, check_values=False)
     for name, t in base.items():
         if t is None:
             continue
-        changes += [(name, t[..., :-1]), (name, t.unsqueeze(0)), (name, t.sum()),
-                    (name, t.to(torch.int64)), (name, t.to("meta")), (name, t.tolist()),
-                    (name, torch.nn.Parameter(t.clone())), (name, t.double()),
-                    (name, t.bfloat16())]
-    for name, bad in changes:
-        inputs = dict(base, **{name: bad})
-        try:
-            _full_checks(inputs)
-            valid = True
-        except (TypeError, ValueError):
-            valid = False
-        quick = checks._plainly_valid(**inputs)
-        assert valid or not quick, (name, type(bad), getattr(bad, "shape", None))
-        if not valid:  # and check_inputs names it
-            with pytest.raises((TypeError, ValueError), match=name):
-                checks.check_inputs(**inputs, check_values=False)
+        for bad in (t[..., :-1], t.unsqueeze(0), t.sum(), t.to(torch.int64), t.to("meta"),
+                    t.tolist()):
+            try:
+                checks.check_inputs(**dict(base, **{name: bad}), check_values=False)
+            except (TypeError, ValueError) as error:
+                assert name in str(error) and "\n" not in str(error), str(error)
+        for fine in (torch.nn.Parameter(t.clone()), t.double(), t.bfloat16()):
+            checks.check_inputs(**dict(base, **{name: fine}), check_values=False)
 
 
 @pytest.mark.triton
 @pytest.mark.parametrize("rule", ["gla", "delta"])
-def test_forward_mode_tangents_are_not_dropped(rule):
-    """The chunked kernels' forwards skip their autograd Functions where autograd will not
-    see the call; a forward-mode tangent is seen: the Function says it has no forward mode
-    rather than a plain forward returning o without its tangent."""
+def test_forward_mode_says_it_has_none(rule):
+    """The chunked kernels have a backward, not a forward mode: a forward-mode tangent gets
+    an error, never an o without its tangent."""
     from torch.autograd import forward_ad
 
     from hymo_mini.ops import gated_delta_rule, gated_linear_attention
@@ -142,7 +125,6 @@ def test_forward_mode_tangents_are_not_dropped(rule):
     run = gated_linear_attention if rule == "gla" else gated_delta_rule
     with forward_ad.dual_level():
         dual = forward_ad.make_dual(v, torch.ones_like(v))
-        assert checks.needs_graph(b, dual) and not checks.needs_graph(b, c)
         with pytest.raises(NotImplementedError, match="jvp"):
             run(dual, b, c, g, A, *extra, backend="chunk_triton")
         o, _ = run(v, b, c, g, A, *extra, backend="chunk_triton")  # no tangent: runs
@@ -150,25 +132,25 @@ def test_forward_mode_tangents_are_not_dropped(rule):
 
 
 @triton.jit
-def _fits_kernel(g, A, out, T, H: tl.constexpr, S: tl.constexpr, BS: tl.constexpr,
+def _fits_kernel(g, A, left, T, H: tl.constexpr, S: tl.constexpr, BS: tl.constexpr,
                  BC: tl.constexpr, BT: tl.constexpr):
-    """The kernels' own decision, _chunk_fits, for chunk program_id(0) of (b, h) program_id(1),
-    with the rates' spread found as the forwards find it."""
+    """The kernels' own decision (takes_chunk's product launch) for chunk program_id(0) of
+    (b, h) program_id(1): it marks the chunks it leaves."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_s = tl.arange(0, BS)
-    b_A2 = _rates(A, i_h, o_s, o_s < S, S)
-    fits = _chunk_fits(g, i_b.to(tl.int64) * T * H + i_h, i_c, T, _spread(b_A2), H, BC, BT)
-    tl.store(out + i_bh * tl.num_programs(0) + i_c, fits)
+    b_A2 = rates(A, i_h, o_s, o_s < S, S)
+    takes_chunk(left + i_bh * tl.num_programs(0) + i_c, g, i_b.to(tl.int64) * T * H + i_h,
+                i_c, T, b_A2, H, BC, BT, True)
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("T, chunk, block", [(200, 64, 16), (77, 48, 16), (40, 32, 32)])
+@pytest.mark.parametrize("T, chunk, block", [(200, 64, 16), (77, 32, 16), (40, 16, 16)])
 def test_one_product_chunks_is_the_kernels_rule(T, chunk, block):
-    """one_product_chunks against _chunk_fits itself, on gates and rates that put about half
-    the chunks on each side of the span, and a head whose keys share one strong rate:
-    blocks whose chunk length is a power of two of theirs (one tile) and not (block by
-    block), a last chunk with padding, and S short of the tile (its lanes past S)."""
+    """one_product_chunks against the kernels' own rule, on gates and rates that put about
+    half the chunks on each side of the span, and a head whose keys share one strong rate:
+    chunks of several blocks and of one, a last chunk with padding, and S short of the tile
+    (its lanes past S)."""
     B, H, S = 2, 6, 24
     g = torch.rand(B, T, H, generator=torch.Generator().manual_seed(T))
     A = -torch.linspace(0.5, 12.0, H)[:, None] * torch.rand(H, S).add(0.5)  # (H, S) < 0
@@ -176,9 +158,9 @@ def test_one_product_chunks_is_the_kernels_rule(T, chunk, block):
     mine = one_product_chunks(g, A, chunk, block)
     K = -(-T // chunk)
     assert mine.shape == (B, H, K) and 0 < mine.float().mean() < 1 and mine[:, 1].all()
-    theirs = torch.empty(B * H * K, dtype=torch.int32)
-    _fits_kernel[(K, B * H)](g, A, theirs, T, H=H, S=S, BS=32, BC=chunk, BT=block)
-    assert torch.equal(mine.flatten(), theirs.bool())
+    left = torch.empty(B * H * K, dtype=torch.int32)
+    _fits_kernel[(K, B * H)](g, A, left, T, H=H, S=S, BS=32, BC=chunk, BT=block)
+    assert torch.equal(mine.flatten(), left == 0)
     assert ONE_PRODUCT_SPAN == SPAN.value
 
 
