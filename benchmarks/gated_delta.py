@@ -41,9 +41,6 @@ slice (batch row 0, the first --check-T steps, every head: fla's autotune keys a
 (H, K, V, chunk), so this call does most of its autotuning) against hymo's loop in fp64 on
 the same rounded inputs; a backend is timed only if its output agrees within the tolerance
 (relative RMS).
-Where the shape's chunk-to-chunk passes run over groups of chunks (chunk_triton), the slice may
-fit in one group, so the kernel is also compared over the whole inputs with its one walk
-(``groups_vs_walk``).
 
 Times: triton.testing.do_bench, median, after one warm-up call. peak_mib: the peak of one
 forward + backward above the inputs. The floor: bytes_min_fwd (v, b, c, g, β read and o
@@ -58,16 +55,13 @@ JSON (default book/results/gated_delta_<gpu>_<date>.json):
     environment  date, command, git_commit, the hardware and versions (fla_core too;
                  benchmarks/record.py), copy_GBps
     settings     the arguments
-    delta_configs  the delta kernel's launch settings (chunk_triton.CONFIGS) the run used
-    delta_configs_16bit  those that replace them for bf16 inputs (CONFIGS_16BIT)
     precision    {rule: {"tf32x3" | "tf32": {fwd_ms, fwdbwd_ms, peak_mib, errors}}}
     dispatch     {rule: {dtype: {"kernel" | "dispatch_no_check" | "dispatch_checked":
                   {fwd_ms, fwdbwd_ms, peak_mib}}}}
     peers        {"B4_T4096_H40_float32": {B, T, H, S, D, dtype, tolerance, bytes_min_fwd,
                   bytes_min_fwd_fla, copy_floor_ms, clone_floor_ms, checks: {backend: {o,
                   dv, db, dc, dg, dA_log, dbeta, agrees} or {error}}, results: {backend:
-                  {fwd_ms, fwdbwd_ms, peak_mib, bwd_error}}, targets: {backend: {...}},
-                  groups_vs_walk: {groups, chunks_per_group, o, dv, ...} (groups_vs_walk)}}
+                  {fwd_ms, fwdbwd_ms, peak_mib, bwd_error}}, targets: {backend: {...}}}}
     backends, backends_missing   the peers that ran; {name: why not} for the others
     backward_refusals  {backend: the error of its first backward that raised} (later
                  cases do not try again and say so in their "bwd_error")
@@ -107,7 +101,7 @@ from benchmarks.gated_delta_backends import (  # noqa: E402
     oracle,
     with_A_log,
 )
-from benchmarks.gdn import environment, parse_shape, rel_err, time_ms  # noqa: E402
+from benchmarks.gdn import environment, parse_shape, time_ms  # noqa: E402
 from hymo_mini import ops  # noqa: E402
 
 SECTIONS = ["precision", "dispatch", "peers"]
@@ -203,9 +197,6 @@ def bench_peers(run, shape, dtype_name, backends):
     entry["copy_floor_ms"] = floor_bytes / gbps / 1e6 if gbps else None
     entry["clone_floor_ms"] = clone_ms(floor_bytes, run.device)
     run.report.setdefault("peers", {})[f"{shape}_{dtype_name}"] = entry
-    if "chunk_triton" in backends and ops.triton_usable(run.device):
-        entry["groups_vs_walk"] = groups_vs_walk(inputs, do)
-        print(f"  groups {shape} {dtype_name} {entry['groups_vs_walk']}", flush=True)
     part, d_part = cut(inputs, do, run.args.check_T)
     refs, refusals = {}, run.report.setdefault("backward_refusals", {})
     for name, backend in backends.items():
@@ -235,39 +226,6 @@ def bench_peers(run, shape, dtype_name, backends):
     gc.collect()
     if run.device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def groups_vs_walk(inputs, do) -> dict:
-    """The check on a slice may fit in one group of chunks, so at a shape whose passes run
-    over groups (chunk_triton's CONFIGS["group"]) this compares the kernel's output and
-    gradients over the whole inputs with those of the one walk (the groups switched off):
-    {groups, chunks_per_group, o, dv, ..., dbeta} as relative RMS, or {groups: 1} where the
-    shape walks anyway."""
-    from hymo_mini.ops.gated_delta import chunk_triton as gdt
-
-    live = gdt.INTERPRET_CONFIGS if gdt.INTERPRET else gdt.CONFIGS
-    v, b = inputs[0], inputs[1]
-    _, _, H, _, _, NC, _, _, ND, _ = gdt._sizes(v, b, "state_fwd")
-    groups, per_group = gdt._groups(v.shape[0] * H * ND, NC)
-    if groups == 1:
-        return {"groups": 1}
-    fn = with_A_log(kernel_alone("delta"))
-
-    def run():
-        leaves = [t.detach().clone().requires_grad_() for t in inputs]
-        o = fn(*leaves)
-        return [o, *torch.autograd.grad(o, leaves, do)]
-
-    grouped = run()
-    kept = live["group"]
-    live["group"] = dict(chunks=1 << 30, below=0)  # the one walk
-    try:
-        walked = run()
-    finally:
-        live["group"] = kept
-    names = ("o", "dv", "db", "dc", "dg", "dA_log", "dbeta")
-    return {"groups": groups, "chunks_per_group": per_group,
-            **{n: rel_err(x, y) for n, x, y in zip(names, grouped, walked, strict=True)}}
 
 
 def clone_ms(n_bytes, device):
@@ -354,19 +312,9 @@ def main(argv=None):
                         "initialises them (model), or those moved key by key (spread)")
     parser.add_argument("--budget-s", type=float, default=520.0,
                         help="start no case after this many seconds")
-    parser.add_argument("--configs", default=None, help="a JSON file of launch settings "
-                        "for the delta kernel (merged into chunk_triton.CONFIGS, e.g. the "
-                        "best of gated_delta_profile.py's sweep); recorded in the report")
-    parser.add_argument("--configs-16bit", default=None, help="the same for bf16 and fp16 "
-                        "inputs (merged into chunk_triton.CONFIGS_16BIT)")
     parser.add_argument("--out", default=None, help="JSON path (default: book/results/"
                         "gated_delta_<gpu>_<date>.json)")
     args = parser.parse_args(argv)
-    from hymo_mini.ops.gated_delta import chunk_triton as gdt
-    if args.configs:
-        gdt.CONFIGS.update(json.loads(Path(args.configs).read_text()))
-    if args.configs_16bit:
-        gdt.CONFIGS_16BIT.update(json.loads(Path(args.configs_16bit).read_text()))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products stay fp32 unless a case asks
     torch.backends.cudnn.allow_tf32 = False
@@ -375,8 +323,6 @@ def main(argv=None):
     path = Path(args.out) if args.out else ROOT / "book" / "results" / (
         f"gated_delta_{gpu}_{env['date'][:10]}.json")
     run = Run(args, device, path, env)
-    run.report["delta_configs"] = json.loads(json.dumps(gdt.CONFIGS))
-    run.report["delta_configs_16bit"] = json.loads(json.dumps(gdt.CONFIGS_16BIT))
     print(f"{run.report['environment']}", flush=True)
     triton_ok = ops.triton_usable(device)
     for section in ("precision", "dispatch"):

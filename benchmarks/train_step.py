@@ -75,7 +75,6 @@ from benchmarks.train_step_cases import (  # noqa: E402
     check_moe,
 )
 from hymo_mini import compiling  # noqa: E402
-from hymo_mini.ops.gla import chunk_triton as gla_chunk  # noqa: E402
 
 PEERS_PACKAGES = (  # versions recorded beside torch and Triton: the peers and their needs
     "transformers", "fla-core", "flash-linear-attention", "einops")
@@ -275,16 +274,12 @@ def main(argv=None) -> int:
     p.add_argument("--profile-steps", type=int, default=None)
     p.add_argument("--profile-ops", type=int, default=40, help="op groups kept in a profile")
     p.add_argument("--budget-s", type=float, default=540, help="start no case after this")
-    p.add_argument("--gla-configs", default=None, help="a JSON file of changes to the gla "
-                   "chunk kernel's launch settings (hymo_mini.ops.gla.chunk_triton.CONFIGS)")
     p.add_argument("--out", default=None)
     p.add_argument("--inductor-options", default=None,
                    help="JSON of torch.compile options for inductor (compiling.INDUCTOR_OPTIONS)")
     args = p.parse_args(argv)
     if args.inductor_options:
         compiling.INDUCTOR_OPTIONS.update(json.loads(args.inductor_options))
-    if args.gla_configs:
-        gla_chunk.CONFIGS.update(json.loads(Path(args.gla_configs).read_text()))
     quick = args.quick or args.smoke
     args.warmup = args.warmup or (2 if quick else 3)
     args.steps = args.steps or (3 if quick else 6)
@@ -300,7 +295,6 @@ def main(argv=None) -> int:
                            "steps": args.steps, "profile_steps": args.profile_steps,
                            "fast": FAST, "reference": REFERENCE,
                            "inductor_options": dict(compiling.INDUCTOR_OPTIONS)},
-              "gla_configs": json.loads(json.dumps(gla_chunk.CONFIGS)),
               "checks": {}, "cases": {}}
     t_run = time.perf_counter()
 

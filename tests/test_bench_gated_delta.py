@@ -60,64 +60,6 @@ def test_peers_on_cpu_writes_the_report(tmp_path):
     assert entry["copy_floor_ms"] is None and report["skipped"] == []
 
 
-def test_groups_are_compared_with_the_walk_over_the_whole_inputs(monkeypatch):
-    from hymo_mini.ops.gated_delta import chunk_triton as gdt
-
-    live = "INTERPRET_CONFIGS" if gdt.INTERPRET else "CONFIGS"
-    inputs, do = make_inputs(1, 40, 2, 16, 16, torch.float32, torch.device("cpu"))
-    assert gated_delta.groups_vs_walk(inputs, do) == {"groups": 1}  # this shape walks
-    monkeypatch.setattr(gdt, live, dict(getattr(gdt, live), group=dict(chunks=1, below=1 << 30)))
-    found = gated_delta.groups_vs_walk(inputs, do)
-    assert found["groups"] == 3 and found["chunks_per_group"] == 1  # 40 steps, 16 a chunk
-    assert getattr(gdt, live)["group"] == dict(chunks=1, below=1 << 30)  # restored
-    errors = {k: v for k, v in found.items() if k not in ("groups", "chunks_per_group")}
-    assert set(errors) == {"o", "dv", "db", "dc", "dg", "dA_log", "dbeta"}
-    assert max(errors.values()) < 1e-5
-
-
-def test_a_grouped_shape_records_the_walk_comparison(tmp_path, monkeypatch):
-    """In the peers section, hymo's kernel at a shape that runs the grouped passes: the entry
-    keeps groups_vs_walk beside the check on the slice."""
-    from hymo_mini.ops.gated_delta import chunk_triton as gdt
-
-    live = "INTERPRET_CONFIGS" if gdt.INTERPRET else "CONFIGS"
-    monkeypatch.setattr(gdt, live, dict(getattr(gdt, live), group=dict(chunks=1, below=1 << 30)))
-    out = tmp_path / "gd.json"
-    assert gated_delta.main(["--sections", "peers", "--shapes", "B1_T40_H2_S16_D16",
-                             "--dtypes", "float32", "--check-T", "16",
-                             "--backends", "chunk_triton", "--out", str(out)]) == 0
-    entry = json.loads(out.read_text())["peers"]["B1_T40_H2_S16_D16_float32"]
-    assert entry["checks"]["chunk_triton"]["agrees"]
-    found = entry["groups_vs_walk"]
-    assert found["groups"] == 3 and max(v for k, v in found.items()
-                                        if k not in ("groups", "chunks_per_group")) < 1e-5
-
-
-def test_the_gla_profile_takes_a_dtype_and_restores_its_settings(monkeypatch):
-    """gated_delta_profile.gla_report (a GPU tool; here its timers stubbed, the kernels in
-    the interpreter): each variant of the gla kernel's CONFIGS runs forward + backward in
-    the dtype asked for, its gradients compared with the first variant's, and the settings
-    and PyTorch's TF32 switch are restored afterwards."""
-    import copy
-
-    import hymo_mini.ops.gla.chunk_triton as gtc
-    from benchmarks import gated_delta_profile as gp
-
-    monkeypatch.setattr(gp, "kernel_us", lambda fn, names: (fn(), {})[1])
-    monkeypatch.setattr(gp, "time_ms", lambda fn, device: (fn(), 0.0)[1])
-    monkeypatch.setattr(gp, "compiled_info", lambda *args, **kwargs: {})
-    for name in ("reset_peak_memory_stats", "memory_allocated", "max_memory_allocated"):
-        monkeypatch.setattr(torch.cuda, name, lambda device: 0)
-    before = copy.deepcopy(gtc.CONFIGS)
-    variants = [{}, {"fp32_products": {"forward": "tf32x3", "backward": "tf32x3"}}]
-    for dtype in ("float32", "float32_tf32"):
-        report = gp.gla_report("B1_T40_H2", torch.device("cpu"), variants, dtype)
-        assert report["dtype"] == dtype and len(report["variants"]) == 2
-        for row in report["variants"]:
-            assert "error" not in row and row["rel_vs_first"] < 1e-5
-        assert gtc.CONFIGS == before and not torch.backends.cuda.matmul.allow_tf32
-
-
 def test_rates_as_the_model_initialises_them(tmp_path):
     """--rates model: A_log = log(h + 1) on every key of head h; "spread": that plus a
     jitter per key. The other inputs are the same draws. Every chunk fits the one product
