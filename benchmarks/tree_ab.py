@@ -21,6 +21,7 @@ fla's first call per shape autotunes for minutes: it is warmed once before its t
 """
 import argparse
 import contextlib
+import importlib
 import itertools
 import json
 import platform
@@ -96,6 +97,9 @@ def main(argv=None):
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES)
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
     parser.add_argument("--peers", action="store_true", help="fla's peers too (bf16)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="MODULE:NAME=JSON",
+                        help="values of this tree's module-level settings to time instead, "
+                        "e.g. gated_delta.chunk_triton:GROUPS_BELOW=1000 (under hymo_mini.ops)")
     args = parser.parse_args(argv)
     sys.path[:0] = [str(ROOT), args.old]
     import torch
@@ -105,6 +109,11 @@ def main(argv=None):
     from benchmarks.gated_delta_backends import make_inputs
     from benchmarks.gdn import parse_shape
     from hymo_mini import ops as new_ops
+
+    for change in args.set:  # e.g. gated_delta.chunk_triton:LAUNCH_16BIT={}
+        where, value = change.split("=", 1)
+        module, name = where.split(":")
+        setattr(importlib.import_module(f"hymo_mini.ops.{module}"), name, json.loads(value))
 
     rows, started = {}, time.time()
     for rule, rates, shape, dtype in itertools.product(args.rules, args.rates, args.shapes,
@@ -149,7 +158,7 @@ def main(argv=None):
              "triton": triton.__version__, "python": platform.python_version(),
              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "command": " ".join(sys.argv), "commit_after": args.after,
-             "commit_before": args.before, "rows": rows}, indent=1) + "\n")
+             "commit_before": args.before, "set": args.set, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
