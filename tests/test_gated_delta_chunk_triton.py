@@ -89,6 +89,51 @@ def test_the_group_kernels_with_narrow_column_blocks(monkeypatch):
     check(1, 50, 1, 24, 20)
 
 
+@pytest.mark.triton
+@pytest.mark.parametrize("stretch, shape, kw", [
+    (1, (1, 70, 2, 32, 20), dict(decay_scale=10.0)),  # a stretch of one chunk
+    (2, (2, 70, 1, 32, 20), {}),  # 3 stretches, the last of one ragged chunk
+    (4, (1, 150, 2, 24, 24), dict(beta="near1", with_h0=False)),  # 3 stretches
+    (2, (1, 100, 1, 16, 16), dict(decay_scale=0.01, output_final_state=False)),
+])
+def test_the_forward_in_one_launch(monkeypatch, stretch, shape, kw):
+    """The one-launch forward (16-bit inputs' on the GPU), here in fp32 for the tight
+    tolerance: stretches of 1 to 4 chunks, ragged last stretches and chunks, several
+    hand-overs, with and without the initial and final states; the backward reads the WY
+    forms and chunk states it stored."""
+    monkeypatch.setattr(gdt, "ONE_LAUNCH", (torch.float32,))
+    monkeypatch.setattr(gdt, "STRETCH", stretch)
+    check(*shape, **kw)
+
+
+@pytest.mark.triton
+def test_the_one_launch_forward_takes_the_levels_from_the_first_stretch_left(monkeypatch):
+    """Stretches that fit the one product and stretches that do not, in one sequence: the
+    first launch takes the product up to the first that does not fit, the second the rest
+    by the levels, from the state the first handed on."""
+    monkeypatch.setattr(gdt, "ONE_LAUNCH", (torch.float32,))
+    monkeypatch.setattr(gdt, "STRETCH", 2)
+    B, T, H, S, D = 1, 100, 2, 12, 20
+    leaves = mixed_decay(make_leaves(B, T, H, S, D, torch.float32, decay_scale=10.0), T,
+                         block=2 * gdt.CHUNK)
+    do = torch.randn(B, T, H, D, dtype=torch.float64, device=DEVICE)
+    dht = torch.randn(B, H, S, D, dtype=torch.float64, device=DEVICE)
+    got = run(kernel, leaves, do, dht)
+    ref = run(reference, [t.detach().double().requires_grad_() for t in leaves], do, dht)
+    assert not too_far(got, ref, FP32_TOL, GATE_GRADS)
+
+
+@pytest.mark.triton
+@pytest.mark.skipif(DEVICE != "cuda", reason="the programs' order matters only on a GPU")
+def test_the_one_launch_forward_is_deterministic():
+    """Whichever program takes which ticket, every state is formed by the same operations:
+    two calls give the same bits."""
+    leaves = [t.detach() for t in make_leaves(4, 1000, 8, 32, 32, torch.bfloat16)]
+    first = chunk_gated_delta_triton(*leaves, output_final_state=True)
+    again = chunk_gated_delta_triton(*leaves, output_final_state=True)
+    assert all(torch.equal(x, y) for x, y in zip(first, again, strict=True))
+
+
 def test_groups_only_for_few_programs():
     """One walk where it launches GROUPS_BELOW programs or more, or where a sequence is no
     longer than a group; otherwise groups of GROUP_CHUNKS (the last one ragged)."""

@@ -12,7 +12,8 @@ the state the chunk starts with and H_C the one it ends with:
     Uv = (I + M)⁻¹ diag(β) V,  W = (I + M)⁻¹ diag(β) K̃,  U = Uv - W H_0
     O = Q̃ H_0 + P U,   H_C = Γ_C ⊙ H_0 + K̂ᵀ U
 
-The forward is a recipe of three steps:
+The forward is a recipe of three steps (for 16-bit inputs, one launch that does all three
+over stretches of chunks handing the state on: ``chunk_chain``):
 
     1. wy_fwd_kernel       (wy)       every chunk's Uv and W at once (and Mk, (I + M)⁻¹ for
                                       the backward)
@@ -73,6 +74,7 @@ import torch
 
 from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
 from hymo_mini.ops.gated_delta.chunk_bwd import chunk_grad_kernel, du_local_kernel
+from hymo_mini.ops.gated_delta.chunk_chain import chain_fwd_kernel
 from hymo_mini.ops.gated_delta.chunk_h import (
     group_bwd_kernel,
     group_fwd_kernel,
@@ -86,9 +88,12 @@ from hymo_mini.ops.utils.checks import check_inputs, check_triton_device, empty_
 from hymo_mini.ops.utils.precision import INTERPRET, products
 
 __all__ = ["chunk_gated_delta_triton", "ChunkGatedDeltaFunction", "CHUNK", "LAUNCH",
-           "LAUNCH_16BIT", "GROUP_CHUNKS", "GROUPS_BELOW"]
+           "LAUNCH_16BIT", "GROUP_CHUNKS", "GROUPS_BELOW", "ONE_LAUNCH", "STRETCH"]
 
 CHUNK = 16  # BT: steps per chunk
+# the input dtypes whose forward runs in one launch (chunk_chain), over stretches of STRETCH
+# chunks (fp32 inputs, six products a dot, are faster in the three steps)
+ONE_LAUNCH, STRETCH = (torch.bfloat16, torch.float16), 8
 # Per kernel: num_warps, num_stages (and maxnreg, a cap on the registers per thread); for the
 # state pass "split", the value columns one program owns. LAUNCH_16BIT replaces entries for
 # bf16 and fp16 inputs, whose products are one TF32 or bf16 product each.
@@ -101,7 +106,8 @@ LAUNCH = {"wy_fwd": dict(num_warps=1, num_stages=1, maxnreg=128),
           # over groups: the kernels summing up a group ("split": columns of [M | B]), and
           # the forward's walks over the groups
           "group_sums": dict(split=64, num_warps=2, num_stages=3),
-          "group_state_fwd": dict(split=32, num_warps=2, num_stages=3)}
+          "group_state_fwd": dict(split=32, num_warps=2, num_stages=3),
+          "chain_fwd": dict(num_warps=1, num_stages=1)}
 LAUNCH_16BIT = {"chunk_grad": dict(num_warps=1, num_stages=1),
                 "state_fwd": dict(split=16, num_warps=4, num_stages=3),
                 "state_bwd": dict(split=16, num_warps=4, num_stages=3)}
@@ -141,12 +147,23 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, keep, precision):
     mk, ti = v.new_empty(shape, dtype=torch.float32), v.new_empty(shape, dtype=torch.float32)
     u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
     w = v.new_empty(B, T, H, S, dtype=torch.float32)
+    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
+    ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
+    o = torch.empty_like(v)
+    if v.dtype in ONE_LAUNCH:  # each stretch hands its end state on (chunk_chain)
+        programs = cdiv(NC, STRETCH) * B * H
+        flags = torch.zeros(1 + programs, dtype=torch.int32, device=v.device)
+        for i, product in enumerate((True, False)):
+            chain_fwd_kernel[(programs,)](
+                v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H,
+                i * programs, **sizes, BD=BD, LOG2_BT=CHUNK.bit_length() - 1, NB=STRETCH,
+                USE_H0=h0 is not None, STORE_HT=output_final_state, KEEP=keep,
+                PRODUCT=product, PRECISION=precision, **_launch("chain_fwd", half)[1])
+        return o, ht, hs, u, w, mk, ti
     left = v.new_empty(B * H * NC, dtype=torch.int32)  # chunks the product launch left
     for product in (True, False):
         wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, left, T, **in_chunk,
                                    KEEP=keep, PRODUCT=product, **_launch("wy_fwd", half)[1])
-    hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-start states
-    ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
     split, walk = _launch("state_fwd", half)
     NG, G = _groups(B * H * cdiv(D, _columns(split, D)), NC)
     if NG > 1:  # each group's map, the groups in order, then every group's walk
@@ -169,7 +186,6 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, keep, precision):
     state_fwd_kernel[(B * H * NG * cdiv(D, BDs),)](
         b, g, A, w, u, h0, hs, u, ht, T, NG, G, **sizes, BD=BDs, ND=cdiv(D, BDs),
         USE_H0=use_h0, STORE_HT=store_ht, PRECISION=precision, **walk)
-    o = torch.empty_like(v)
     for product in (True, False):
         chunk_output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, left, T, **in_chunk,
                                          PRODUCT=product, **_launch("chunk_output", half)[1])
