@@ -8,8 +8,8 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from hymo_mini.analysis.costs import stack_cost
 from hymo_mini.config import ConfigError, load_config, replace
-from hymo_mini.costs import stack_cost
 from hymo_mini.viz import arch
 
 PROD = load_config("hymo_750m").model
@@ -121,7 +121,7 @@ def test_registered_figures_build():
 def test_kv_cache_figure_reports_the_cost_model():
     import torch
 
-    from hymo_mini.costs import kv_cache_bytes_per_token
+    from hymo_mini.analysis.costs import kv_cache_bytes_per_token
     from hymo_mini.viz import mla_plots
 
     fig = mla_plots.kv_cache_figure(T=4096, n_layers=8)

@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator, ScalarFormatter
 from hymo_book.recall import context_guess_accuracy, state_recall
 from hymo_book.results import load_result, run_caption
 from hymo_book.style import RECALL_RULES, style
-from hymo_mini.tables import TextTable
+from hymo_mini.analysis.tables import TextTable
 
 SEEDS_FILE = "mqar_seeds_h200_2026-12-01.json"
 LEARNED = 0.9  # a run has learned the task when every scored task reaches this accuracy

@@ -21,10 +21,10 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_mini.analysis.flops import forward_flops
+from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.flops import forward_flops
 from hymo_mini.ops.gla.chunk_triton import CONFIGS as GLA_CONFIGS
-from hymo_mini.tables import TextTable
 from hymo_mini.viz.train_plots import loss_curve
 
 __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
@@ -112,7 +112,7 @@ def case_config(entry: dict, preset: str = "hymo_750m") -> ModelConfig:
 
 def model_flops_per_token(entry: dict) -> float:
     """Training FLOPs per token of a hymo case by the cost model: three times the forward
-    (:func:`hymo_mini.flops.forward_flops`, MTP included), as the benchmark counts them."""
+    (:func:`hymo_mini.analysis.flops.forward_flops`, MTP included), as the benchmark counts them."""
     return 3 * forward_flops(case_config(entry), entry["T"])["total"]
 
 
@@ -212,7 +212,8 @@ def cost_model_table(report: dict, shapes=((4, 4096), (1, 16384)),
                            "achieved_flops": achieved})
     table = TextTable(("model", "B × T", "GFLOP/token", "tokens/s at peak", "measured tokens/s",
                        "TFLOP/s"), rows,
-                      title="cost model (hymo_mini.flops, 3 × forward) against the measurement")
+                      title="cost model (hymo_mini.analysis.flops, 3 × forward) "
+                            "against the measurement")
     return CaptionedTable(table, _caption(report), values)
 
 

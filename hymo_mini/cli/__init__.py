@@ -60,7 +60,7 @@ def _params_main(argv: list[str]) -> int:
     args, status = parse(parser, argv)
     if args is None:
         return status
-    from hymo_mini.params import count_params, document_comparison
+    from hymo_mini.analysis.params import count_params, document_comparison
 
     config = load_config(args.name)
     table = count_params(config)
