@@ -1,6 +1,6 @@
 """The MQAR experiment's results (chapter 19): figures and tables of a sweep.
 
-A sweep is what :func:`hymo_mini.mqar.run_sweep` returns and ``benchmarks/mqar.py`` writes
+A sweep is what :func:`hymo_book.mqar.run_sweep` returns and ``benchmarks/mqar.py`` writes
 to ``book/results/mqar_*.json``; these functions draw and tabulate one (or several, to see
 how much a result moves between seeds and budgets). Every model keeps its
 :data:`hymo_book.style.MQAR_VARIANTS` style: layout by marker and colour, GDN rule by line

@@ -6,7 +6,7 @@ spread of its tokens/s from machine to machine; ``TRAIN_STEP_PREVIOUS``: the com
 the tree before; ``TRAIN_STEP_EARLIER``, the run of 2026-12-01, for the Muon split and the
 eager GDN block, which the later runs left out; the memory runs of 2026-12-02).
 
-The plots of a run are the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this
+The plot of a run's loss is the library's (:func:`hymo_mini.train.curves.loss_curve`); this
 module feeds them the committed runs, and turns the GPU report of
 ``benchmarks/train_step.py`` into the chapter's tables and its per-component figure. Every
 table carries the run's caption (file, hardware, versions, date, command); nothing here
@@ -25,7 +25,7 @@ from hymo_mini.analysis.flops import forward_flops
 from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import ModelConfig, load_config, replace
 from hymo_mini.ops.gla.chunk_triton import CONFIGS as GLA_CONFIGS
-from hymo_mini.viz.train_plots import loss_curve
+from hymo_mini.train.curves import loss_curve
 
 __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
            "case_config", "model_flops_per_token", "train_step_table", "targets_table",

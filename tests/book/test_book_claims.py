@@ -310,7 +310,7 @@ def test_rope_errata(table):
 
 
 def test_moe_errata(table):
-    from hymo_mini.viz.moe_experiments import router_precision
+    from hymo_book.moe_experiments import router_precision
 
     shares = [values_errata.dropped_share(s) for s in (0.0, 0.05, 0.1)]
     assert shares[0] == 0 and shares[0] < shares[1] < shares[2]  # depends on the balance
