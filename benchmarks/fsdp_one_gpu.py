@@ -15,7 +15,7 @@ For each sequence length in --seq-lens (longest first) it runs every mode; a mod
 runs out of memory is recorded as such and the next, shorter length is tried, until every
 mode has run at one length. Reported per mode: steady tokens/s (after --warmup steps, which
 include compilation), peak allocated and reserved memory, the losses, and beside them the
-estimate of hymo_mini.train.memory.memory_per_gpu with per-token activations measured on
+estimate of hymo_mini.analysis.memory.memory_per_gpu with per-token activations measured on
 this GPU. The JSON (hardware, versions, date, command, git commit: benchmarks/record.py)
 is written after every mode.
 """
@@ -35,11 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import record  # noqa: E402
+from hymo_mini.analysis.memory import activation_bytes_per_token, memory_per_gpu  # noqa: E402
 from hymo_mini.config import load_config, replace  # noqa: E402
 from hymo_mini.data import load_corpus  # noqa: E402
 from hymo_mini.train import fsdp_loop, loop  # noqa: E402
 from hymo_mini.train.distributed import close_distributed, init_distributed  # noqa: E402
-from hymo_mini.train.memory import activation_bytes_per_token, memory_per_gpu  # noqa: E402
 
 
 def _sync(device: torch.device) -> None:

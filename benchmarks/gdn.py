@@ -35,8 +35,8 @@ Usage (on the GPU machine):
     python3 benchmarks/gdn.py --tune                 # time the kernel's launch configs first
 
 The JSON records the hardware, versions, date, this command and the git commit
-(benchmarks/record.py); ``hymo-mini figures``
-draws it (hymo_mini/viz/kernels.py).
+(benchmarks/record.py); ``cd book && python3 -m hymo_book.figures`` draws it
+(book/hymo_book/kernel_plots.py).
 """
 
 from __future__ import annotations
@@ -443,7 +443,7 @@ def main(argv=None):
         sys.path.insert(0, str(ROOT / "book"))  # the book's helpers draw the results
         from hymo_book.kernel_plots import benchmark_figure
 
-        from hymo_mini.figures import save_figure
+        from hymo_mini.train.curves import save_figure
         save_figure(benchmark_figure(report), Path(args.figure))
         print(f"wrote {args.figure}")
     return 0

@@ -1,4 +1,4 @@
-"""The hybrid hypothesis on multi-query associative recall (see hymo_mini/mqar.py).
+"""The hybrid hypothesis on multi-query associative recall (see book/hymo_book/mqar.py).
 
     python benchmarks/mqar.py --out book/results/mqar_cpu.json                   # CPU sweep
     python benchmarks/mqar.py --device cuda --jobs 7 --steps 3000 --batch-size 128 \
@@ -11,7 +11,8 @@ task (default: the training tasks plus shorter and longer N at each T). ``--jobs
 variants in parallel processes: on a GPU the small models are launch-bound, so several
 share it well. The JSON holds the settings, each model's layout, parameter count, loss
 curve and accuracies, and benchmarks/record.py's header (the date, this command, the commit,
-the machine and the versions); ``hymo-mini figures`` and the book's chapter 19 plot it.
+the machine and the versions); the book's chapter 19 and ``python3 -m hymo_book.figures``
+(run in book/) plot it.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "book"))  # the experiment is the book's (hymo_book.mqar)
+
+from hymo_book.mqar import VARIANTS, MQARTask, run_sweep  # noqa: E402
 
 from benchmarks import record  # noqa: E402
-from hymo_mini.mqar import VARIANTS, MQARTask, run_sweep  # noqa: E402
 
 DEFAULT_TRAIN = ["2:32", "4:32", "8:32"]
 DEFAULT_EVAL = ["1:32", "2:32", "4:32", "6:32", "8:32", "10:32",

@@ -3,7 +3,7 @@
     python3 benchmarks/mqar_seeds.py --device cuda               # the sweep (defaults below)
     python3 benchmarks/mqar_seeds.py --cpu-smoke --out /tmp/smoke.json    # 2 steps each, CPU
 
-Variants (hymo_mini.mqar.VARIANTS): all-GDN with either rule (the documented "gla" or the
+Variants (hymo_book.mqar.VARIANTS): all-GDN with either rule (the documented "gla" or the
 true gated delta rule "delta"), all-MLA, and the 3:1 hybrid with MLA first
 (mla_position="first") or last ("last"), each with either rule. Every (variant, seed) run
 trains exactly --steps steps on the --train mixture (no time limit cuts a run short: the
@@ -44,10 +44,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "book"))  # the experiment is the book's (hymo_book.mqar)
+
+from hymo_book.mqar import VARIANTS, run_sweep  # noqa: E402
 
 from benchmarks import record  # noqa: E402
 from benchmarks.mqar import parse_tasks  # noqa: E402
-from hymo_mini.mqar import VARIANTS, run_sweep  # noqa: E402
 
 DEFAULT_TRAIN = ["4:64", "8:64", "16:64", "8:128", "16:128"]
 DEFAULT_EVAL = ["2:128", "4:128", "8:128", "12:128", "16:128",  # N at T = 128

@@ -11,7 +11,7 @@ Every case: hymo_750m (or a peer), bf16 autocast over fp32 weights, random token
 optimizer step per step (forward, backward, grad-norm clip, optimizer, MoE bias update);
 ``--warmup`` steps (the first compiles), ``--steps`` timed with CUDA events, then
 ``--profile-steps`` under torch.profiler. Reported: ms per step, tokens/s (B·T per step),
-MFU (training FLOPs = 3 × hymo_mini.flops forward FLOPs, MTP included, at PEAK_TFLOPS, the
+MFU (training FLOPs = 3 × hymo_mini.analysis.flops forward FLOPs, MTP included, at PEAK_TFLOPS, the
 H200's measured dense bf16 rate), the peak memory of the timed steps, the share of the step
 the GPU is busy (profiled kernel time per step over the unprofiled step time, and the
 union of kernel intervals over the profiled wall time), and where the kernel time goes

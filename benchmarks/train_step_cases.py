@@ -18,14 +18,14 @@ import torch
 
 import hymo_mini.model as hymo_model
 from benchmarks.step_profile import PREFIX
+from hymo_mini.analysis.flops import forward_flops
+from hymo_mini.analysis.params import count_params
 from hymo_mini.blocks import GDNBlock, MLABlock
 from hymo_mini.config import ModelConfig, OptimizerConfig, load_config
-from hymo_mini.flops import forward_flops
 from hymo_mini.loss import linear_softcap_cross_entropy, plain_softcap_cross_entropy
 from hymo_mini.model import HyMo, build_hymo
 from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.optim import build_optimizer, clip_and_step, optimizer_groups
-from hymo_mini.params import count_params
 from hymo_mini.train.cuda_graph import GraphedStep
 
 PEER = dict(vocab=64_256, dim=1024, layers=24, inter=2816, heads=16)
@@ -116,7 +116,7 @@ def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain",
             "clip": clip, "cuda_graph": graph,
             "params_stored": count_params(config).stored, "params_active": active,
             "n_active_no_embed": active_no_embed(config),
-            "flops": "3 x hymo_mini.flops.forward_flops (MTP included)"}
+            "flops": "3 x hymo_mini.analysis.flops.forward_flops (MTP included)"}
     labels = [(hymo_model, "_cross_entropy", "loss"), (hymo_model, "mtp_losses", "loss"),
               (hymo_model, "linear_softcap_cross_entropy_heads", "loss"), (HyMo, "logits", "loss")]
     return Built(model, opt, step, 3 * forward_flops(config, T)["total"], info, tuple(labels),

@@ -16,7 +16,7 @@ steps (the WSD schedule spans those steps) on the standard library's source byte
     log_fraction          loss bookkeeping, progress output (one device sync per interval)
 
 The first shape's loss history and a few greedy and sampled continuations from the
-trained model are kept in the JSON for the book (chapter 15) and ``hymo-mini figures``.
+trained model are kept in the JSON for the book (chapter 15) and its figures.
 The JSON records the hardware, the date, the load average (on a shared machine the CPU
 numbers depend on it) and this command.
 """

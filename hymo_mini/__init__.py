@@ -10,8 +10,7 @@ One module per section of the design document:
     moe         section 8   DeepSeekMoE, SwiGLU experts, aux-loss-free balancing
     mtp         section 9   multi-token prediction heads
     model       section 3   the HyMo stack, build_hymo
-    params      section 12  parameter counting (no allocation needed)
-    trace       section 11  the shape tracer
+    analysis    11, 12      parameter counts, FLOPs, cache costs, the shape tracer, memory
     mhc                     manifold-constrained hyper-connections (DeepSeek-V4)
 """
 

@@ -11,8 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hymo_book.mqar import VARIANTS  # noqa: E402
+
 from benchmarks.mqar_seeds import spread, summarise  # noqa: E402
-from hymo_mini.mqar import VARIANTS  # noqa: E402
 
 
 def test_cpu_smoke_runs_every_variant_and_seed(tmp_path):

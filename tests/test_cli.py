@@ -25,7 +25,6 @@ def run(capsys, argv):
     (["train", "--normuon", "--optimizer", "adamw"], "--normuon normalises Muon's update"),
     (["train", "--optimizer", "adam"], "invalid choice: 'adam'"),
     (["trian"], "unknown command 'trian' (did you mean 'train'?)"),
-    (["figures", "--only", "layer_mapp.png"], "did you mean 'layer_map.png'?"),
 ])
 def test_a_mistake_is_one_line_and_status_2(capsys, argv, expected):
     code, out, err = run(capsys, argv)
@@ -62,23 +61,3 @@ def test_a_good_command_runs(capsys):
     code, out, err = run(capsys, ["config", "hymo_mini"])
     assert code == 0 and "mla_positions" in out and not err
 
-
-def test_the_figure_checks_and_drawing_both_commands_share(tmp_path, capsys):
-    from matplotlib.figure import Figure
-
-    from hymo_mini.figures import draw_figures, figure_names
-
-    def square():
-        fig = Figure(figsize=(1, 1))
-        fig.add_subplot().plot([0, 1])
-        return fig
-
-    figures = {"b.png": square, "a.png": square}
-    assert figure_names(figures, None, "cmd --list") == ["a.png", "b.png"]  # all, sorted
-    assert figure_names(figures, ["b.png"], "cmd --list") == ["b.png"]
-    with pytest.raises(ValueError, match=r"--only 'a.pnf': no such figure \(did you mean "
-                                         r"'a.png'\?\); cmd --list shows them"):
-        figure_names(figures, ["b.png", "a.pnf"], "cmd --list")
-    draw_figures(figures, ["b.png"], tmp_path / "new")
-    assert [p.name for p in (tmp_path / "new").iterdir()] == ["b.png"]
-    assert capsys.readouterr().out == f"wrote {tmp_path / 'new' / 'b.png'}\n"

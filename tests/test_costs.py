@@ -1,4 +1,4 @@
-"""The cost model (hymo_mini.costs): hand-checked values, and FLOPs checked against
+"""The cost model (hymo_mini.analysis.costs): hand-checked values, and FLOPs checked against
 PyTorch's own FLOP counter running the real modules."""
 
 import importlib.util
@@ -9,9 +9,7 @@ from einops import einsum
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from hymo_mini.blocks import GDNBlock
-from hymo_mini.config import load_config, replace
-from hymo_mini.costs import (
+from hymo_mini.analysis.costs import (
     LayerCost,
     attention_pairs,
     gdn_cost,
@@ -22,6 +20,8 @@ from hymo_mini.costs import (
     moe_cost,
     stack_cost,
 )
+from hymo_mini.blocks import GDNBlock
+from hymo_mini.config import load_config, replace
 
 PROD = load_config("hymo_750m").model
 MINI = load_config("hymo_mini").model

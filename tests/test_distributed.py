@@ -214,7 +214,7 @@ def test_ranks_share_the_bias_and_muon_runs_on_shards(tmp_path):
     for r in ranks:
         assert r["agree"].startswith("rank 1 was started differently from rank 0 (seed differ)")
         assert r["muon_max_difference"] == 0.0  # the gathered matrix: the same steps exactly
-    from hymo_mini.train.memory import memory_per_gpu
+    from hymo_mini.analysis.memory import memory_per_gpu
 
     estimate = memory_per_gpu(tiny("muon"), 2, 4, 16, activations={k: 0.0 for k in (
         "gdn", "mla", "mtp", "head")})
@@ -330,7 +330,7 @@ def test_a_batch_that_does_not_split_evenly():
 
 # ---- memory per GPU ---------------------------------------------------------------------------
 def test_memory_per_gpu_shards_the_state_and_not_the_activations():
-    from hymo_mini.train.memory import memory_per_gpu
+    from hymo_mini.analysis.memory import memory_per_gpu
 
     cfg = load_config("hymo_750m")
     a = {"gdn": 20_000.0, "mla": 30_000.0, "mtp": 3_000.0, "head": 50_000.0}
@@ -353,8 +353,8 @@ def test_memory_per_gpu_shards_the_state_and_not_the_activations():
 def test_the_activation_term_matches_what_autograd_keeps(dims):
     """Per-token bytes measured on one block of each kind, times the layers, against the
     bytes the whole model's forward keeps for its backward (bf16, on this CPU)."""
+    from hymo_mini.analysis.memory import activation_bytes_per_token, memory_per_gpu, saved_bytes
     from hymo_mini.model import build_hymo
-    from hymo_mini.train.memory import activation_bytes_per_token, memory_per_gpu, saved_bytes
 
     cfg = tiny()
     cfg = replace(cfg, model=replace(cfg.model, max_seq_len=128, **dims))
@@ -371,8 +371,8 @@ def test_what_does_not_grow_with_the_tokens_is_counted_once(seq_len):
     """The chunked loss keeps one (V, d) weight-gradient buffer for all its heads whatever
     the tokens: measured apart at two probe lengths, the estimate matches the whole model's kept
     bytes at a short and a long sequence (one per-token figure cannot do both)."""
+    from hymo_mini.analysis.memory import activation_bytes_per_token, memory_per_gpu, saved_bytes
     from hymo_mini.model import build_hymo
-    from hymo_mini.train.memory import activation_bytes_per_token, memory_per_gpu, saved_bytes
 
     cfg = tiny()
     cfg = replace(cfg, model=replace(cfg.model, max_seq_len=256, loss_impl="chunked"))

@@ -7,9 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from hymo_mini.blocks import GDNBlock
-from hymo_mini.config import ModelConfig, load_config
-from hymo_mini.flops import (
+from hymo_mini.analysis.flops import (
     activation_shapes,
     activation_table,
     flops_table,
@@ -17,6 +15,8 @@ from hymo_mini.flops import (
     tokens_per_second,
     training_memory,
 )
+from hymo_mini.blocks import GDNBlock
+from hymo_mini.config import ModelConfig, load_config
 from hymo_mini.mla import MultiHeadLatentAttention
 from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.mtp import MTPBlock

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from hymo_mini.analysis.costs import gdn_cost, mla_cost
 from hymo_mini.blocks import GDNBlock
 from hymo_mini.config import load_config, replace
-from hymo_mini.costs import gdn_cost, mla_cost
 from hymo_mini.generate import GDNCache, HyMoCache, MLACache, cache_bytes, forward_cached, generate
 from hymo_mini.model import build_hymo
 
@@ -111,7 +111,7 @@ def test_cache_bytes_match_the_formula():
     # per token: 2 MLA layers x (kv_lora_rank + rope dim) x 4 bytes, per sequence
     per_token = len(config.mla_positions) * (config.kv_lora_rank + config.qk_rope_head_dim) * 4
     assert all(sizes[n + 1] - sizes[n] == 2 * per_token for n in range(5, 11))
-    # the same numbers as the book's cost model (hymo_mini.costs), at fp32
+    # the same numbers as the book's cost model (hymo_mini.analysis.costs), at fp32
     n_mla, n_gdn = len(config.mla_positions), len(config.gdn_positions)
     book = (n_mla * mla_cost(config, 12, cache="latent", cache_dtype_bytes=4).cache_bytes
             + n_gdn * gdn_cost(config, 12, state_dtype_bytes=4, cache_dtype_bytes=4).cache_bytes)

@@ -63,14 +63,11 @@ def test_the_installed_copy_is_the_one_imported(installed):
     assert not Path(where.strip()).is_relative_to(REPO), where
 
 
-def test_figures_and_params_run_from_anywhere(installed):
+def test_params_and_the_loss_curve_run_from_anywhere(installed):
     python, bin_dir, work = installed
-    out = work / "figures"
-    _run([str(bin_dir / "hymo-mini"), "figures", "--out", str(out)], work, _env(bin_dir))
-    drawn = sorted(p.name for p in out.glob("*.png"))
-    listed = _run([str(bin_dir / "hymo-mini"), "figures", "--list"], work,
-                  _env(bin_dir)).split()
-    assert drawn == sorted(listed) and drawn
-    assert all((out / name).stat().st_size > 0 for name in drawn)
     text = _run([str(bin_dir / "hymo-mini"), "params", "hymo_750m"], work, _env(bin_dir))
     assert "Total" in text
+    draw = ("from hymo_mini.train.curves import loss_curve, save_figure; "
+            "save_figure(loss_curve({'step': [1, 2, 3], 'loss': [5.0, 4.0, 3.5]}), 'loss.png')")
+    _run([str(python), "-c", draw], work, _env(bin_dir))
+    assert (work / "loss.png").stat().st_size > 0

@@ -7,11 +7,7 @@ import dataclasses
 
 import pytest
 
-from hymo_mini.config import load_config
-from hymo_mini.mla import mla_param_count
-from hymo_mini.model import HyMo
-from hymo_mini.moe import moe_param_counts
-from hymo_mini.params import (
+from hymo_mini.analysis.params import (
     COMPONENTS,
     DOCUMENT_FIGURES,
     ParamTable,
@@ -19,6 +15,10 @@ from hymo_mini.params import (
     document_comparison,
     formula_params,
 )
+from hymo_mini.config import load_config
+from hymo_mini.mla import mla_param_count
+from hymo_mini.model import HyMo
+from hymo_mini.moe import moe_param_counts
 
 
 @pytest.mark.parametrize("name", ["hymo_mini", "hymo_750m"])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hymo_mini.tables import RenderedTable, TextTable
+from hymo_mini.analysis.tables import RenderedTable, TextTable
 
 
 def test_text_is_aligned_per_column():

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
+from hymo_mini.analysis.trace import ShapeTable, describe, trace_shapes
 from hymo_mini.config import load_config
 from hymo_mini.model import HyMo
-from hymo_mini.trace import ShapeTable, describe, trace_shapes
 
 
 @pytest.fixture(scope="module")

@@ -310,14 +310,9 @@ def test_checkpoint_at_every_evaluation(corpus, tmp_path):
 def test_plots():
     from matplotlib.figure import Figure
 
-    from hymo_mini.viz import train_plots
+    from hymo_mini.train.curves import loss_curve
 
     history = {"step": [1, 2, 3], "loss": [5.0, 4.0, 3.5], "parts": {"main": [4.0, 3.0, 2.5]},
                "val_step": [3], "val_loss": [2.6]}
-    fig = train_plots.loss_curve(history)
+    fig = loss_curve(history)
     assert isinstance(fig, Figure) and len(fig.axes[0].lines) >= 3
-    fig = train_plots.lr_schedule(100, 0.1, 0.6, 0.3, 0.1, 1.0)
-    ys = fig.axes[0].lines[0].get_ydata()
-    assert max(ys) == 1.0 and min(ys) == pytest.approx(0.1)
-    broken = train_plots.lr_schedule(100, 0.5, 0.6, 0.3)  # fractions add up to 1.4
-    assert "must be 1" in broken.axes[0].texts[0].get_text()

@@ -7,20 +7,21 @@ The library (``hymo_mini``) computes; this package serves the book. Notebooks ru
 * The course: :mod:`hymo_book.curriculum` (the reading order, the terms each chapter
   teaches), :mod:`hymo_book.exercises` (the exercises and their checker, one module per
   chapter), :mod:`hymo_book.prose` (sentences whose numbers come from a computation).
+* The figures of the model: :mod:`hymo_book.plots`, one module per topic (most chapters).
 * Chapter helpers: :mod:`hymo_book.env` (00), :mod:`hymo_book.attention_variants` (05, 06),
   :mod:`hymo_book.kernel_primer` (09), :mod:`hymo_book.kernel_source`,
   :mod:`hymo_book.kernel_chapter`, :mod:`hymo_book.chunk_levels` (10),
-  :mod:`hymo_book.forward_pass` (14), :mod:`hymo_book.parameters` (15),
-  :mod:`hymo_book.training`, :mod:`hymo_book.optim_plots` (17), :mod:`hymo_book.recall`,
-  :mod:`hymo_book.mqar_plots` (19).
+  :mod:`hymo_book.moe_experiments` (11), :mod:`hymo_book.forward_pass` (14),
+  :mod:`hymo_book.parameters` (15), :mod:`hymo_book.training`, :mod:`hymo_book.optim_plots`
+  (17), :mod:`hymo_book.mqar`, :mod:`hymo_book.recall`, :mod:`hymo_book.mqar_plots` (19).
 * The Reports part: :mod:`hymo_book.claims` (the audit of the design document, 20),
   :mod:`hymo_book.kernel_report`, :mod:`hymo_book.kernel_runs`,
   :mod:`hymo_book.kernel_results`, :mod:`hymo_book.kernel_plots`,
   :mod:`hymo_book.kernel_targets` (21).
 * Measured runs: :mod:`hymo_book.results` reads ``book/results/`` and captions every table
   and figure; :mod:`hymo_book.style` holds every series' label, colour, marker, line style
-  and hatch; :mod:`hymo_book.figures` redraws the result-based figures of ``figures/``
-  (``cd book && python3 -m hymo_book.figures``).
+  and hatch; :mod:`hymo_book.figures` redraws every figure of ``figures/``, the model's and
+  the measured runs' (``cd book && python3 -m hymo_book.figures``).
 * Generated pages: :mod:`hymo_book.readme` (README.md's measured numbers and parts),
   :mod:`hymo_book.index` (book/README.md's chapter table), :mod:`hymo_book.notebooks`
   (execute a chapter and store it as JupyterLab saves it).

@@ -3,7 +3,7 @@ and 06 (multi-head latent attention); the helpers live beside the book, in ``hym
 
 1. **What each variant caches** per token and layer (:func:`cache_table`): MHA keeps K and V
    of every head, GQA of ``g`` shared KV heads, MQA of one, MLA a ``kv_lora_rank`` latent
-   plus one shared RoPE key. The byte counts come from :mod:`hymo_mini.costs`.
+   plus one shared RoPE key. The byte counts come from :mod:`hymo_mini.analysis.costs`.
 
 2. **Absorbed MLA** (:func:`absorb_mla`, :func:`absorbed_attention`, :func:`decode_flops`).
    The MLA module rebuilds, from the cached latent ``c_s`` (r values), each KV group's keys
@@ -37,10 +37,10 @@ from dataclasses import dataclass
 import torch
 from einops import einsum, rearrange
 
+from hymo_mini.analysis.costs import gdn_cost, kv_cache_bytes_per_token
+from hymo_mini.analysis.tables import RenderedTable, TextTable
 from hymo_mini.config import ModelConfig
-from hymo_mini.costs import gdn_cost, kv_cache_bytes_per_token
 from hymo_mini.mla import MultiHeadLatentAttention, causal_mask
-from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = [
     "CacheRow",

@@ -19,7 +19,7 @@ its result with PyTorch, so "will run" is tested rather than guessed.
 
 The printed text carries no timings or addresses; installed versions appear as
 ``version X.Y.Z``, which the book's nbval sanitize file masks. The table is a
-:class:`hymo_mini.tables.TextTable`.
+:class:`hymo_mini.analysis.tables.TextTable`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hymo_mini.tables import TextTable
+from hymo_mini.analysis.tables import TextTable
 
 if TYPE_CHECKING:  # the kernel's annotation stays a string until Triton reads it
     import triton.language as tl

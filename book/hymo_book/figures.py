@@ -1,11 +1,12 @@
-"""Redraw the book's result-based figures in ``figures/`` from ``book/results``.
+"""Redraw every figure in the repository's ``figures/``: the model's and the measured runs'.
 
     cd book && python3 -m hymo_book.figures [--out ../figures] [--only NAME ...] [--list]
 
-Each module listed in :data:`MODULES` defines ``FIGURES``, a dict from a file name to a
-zero-argument function returning a matplotlib ``Figure`` (the convention of
-``hymo_mini.viz``, whose figures of the model itself ``hymo-mini figures`` draws). This
-command collects them and writes each one; nothing is trained or measured.
+Each module listed here defines ``FIGURES``, a dict from a file name to a zero-argument
+function returning a matplotlib ``Figure``: the figures of the model come from
+:mod:`hymo_book.plots` (:data:`MODEL_MODULES`), those of measured runs read
+``book/results`` (:data:`RESULT_MODULES`). The command collects them and writes each one
+with :func:`hymo_mini.train.curves.save_figure`; nothing is trained or measured.
 """
 
 from __future__ import annotations
@@ -15,18 +16,51 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from hymo_mini import figures as library_figures  # the same checks and files as hymo-mini figures
+from hymo_mini.choices import did_you_mean
+from hymo_mini.train.curves import save_figure
 
-__all__ = ["MODULES", "collect_figures", "main"]
+__all__ = ["MODEL_MODULES", "RESULT_MODULES", "MODULES", "collect_figures", "figure_names",
+           "draw_figures", "main"]
 
-MODULES = ("hymo_book.kernel_plots", "hymo_book.mqar_plots", "hymo_book.optim_plots",
-           "hymo_book.training")
+MODEL_MODULES = tuple(f"hymo_book.plots.{name}" for name in (
+    "architecture", "attention", "gdn", "initialisation", "lr_schedule", "mhc", "moe", "rope"))
+RESULT_MODULES = ("hymo_book.kernel_plots", "hymo_book.mqar_plots", "hymo_book.optim_plots",
+                  "hymo_book.training")
+MODULES = MODEL_MODULES + RESULT_MODULES
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "figures"
 
 
 def collect_figures(modules: tuple[str, ...] = MODULES) -> dict[str, Callable]:
-    """Every registered figure, by file name; a name registered twice is an error."""
-    return library_figures.collect_figures([importlib.import_module(name) for name in modules])
+    """Every registered figure of ``modules``, by file name; a name registered twice is an
+    error."""
+    found: dict[str, Callable] = {}
+    for name in modules:
+        for file_name, fn in getattr(importlib.import_module(name), "FIGURES", {}).items():
+            if file_name in found:
+                raise RuntimeError(f"figure {file_name!r} is registered twice (again in {name})")
+            found[file_name] = fn
+    return found
+
+
+def figure_names(figures: dict[str, Callable], only, list_command: str) -> list[str]:
+    """The names to draw: ``only`` (every figure when None), each checked to be one of
+    ``figures``; a one-line ValueError names the first unknown one, the nearest name and
+    ``list_command``, which lists them."""
+    names = sorted(figures) if only is None else list(only)
+    for name in names:
+        if name not in figures:
+            raise ValueError(f"--only {name!r}: no such figure{did_you_mean(name, figures)}; "
+                             f"{list_command} shows them")
+    return names
+
+
+def draw_figures(figures: dict[str, Callable], names: list[str], out) -> None:
+    """Draw each of ``names`` into the folder ``out`` (made if missing), saying where."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        save_figure(figures[name](), out / name)
+        print(f"wrote {out / name}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,11 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(sorted(figures)))
         return 0
     try:
-        names = library_figures.figure_names(figures, args.only,
-                                             "python3 -m hymo_book.figures --list")
+        names = figure_names(figures, args.only, "python3 -m hymo_book.figures --list")
     except ValueError as err:
         parser.error(str(err))
-    library_figures.draw_figures(figures, names, args.out)
+    draw_figures(figures, names, args.out)
     return 0
 
 

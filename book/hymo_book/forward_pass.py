@@ -5,7 +5,7 @@
   :func:`production_trace` traces hymo_750m on the meta device and
   :func:`section_11_shapes` puts both side by side (the claims audit reads the same rows).
 * **FLOPs counted, not only computed**: :func:`flop_check` runs the mini model under
-  ``FlopCounterMode`` and sets each component's counted FLOPs beside ``hymo_mini.flops``.
+  ``FlopCounterMode`` and sets each component's counted FLOPs beside ``hymo_mini.analysis.flops``.
 * **FLOPs per token against T**: :func:`flops_figure`.
 * **The measured step beside the cost model**: :func:`step_table` and
   :func:`time_against_flops` read the whole-step run through :mod:`hymo_book.results`.
@@ -25,10 +25,10 @@ from matplotlib.figure import Figure
 from torch.utils.flop_counter import FlopCounterMode
 
 from hymo_book.results import load_result, run_caption
+from hymo_mini.analysis.costs import mla_cost
+from hymo_mini.analysis.flops import forward_flops
+from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.costs import mla_cost
-from hymo_mini.flops import forward_flops
-from hymo_mini.tables import TextTable
 
 __all__ = ["SECTION_11", "STEP_RUN", "production_trace", "section_11_shapes", "ShapeCheck",
            "flop_check", "flops_figure", "step_table", "time_against_flops"]
@@ -64,8 +64,8 @@ def _shape(text: str) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=2)
 def production_trace(B: int = DOC_B, T: int = DOC_T):
     """hymo_750m traced on the meta device (shapes only, nothing allocated)."""
+    from hymo_mini.analysis.trace import trace_shapes
     from hymo_mini.model import HyMo
-    from hymo_mini.trace import trace_shapes
 
     with torch.device("meta"):
         model = HyMo(load_config("hymo_750m").model)
@@ -138,7 +138,7 @@ def _sum(counts: dict, suffix: str, op: str, layers) -> int:
 def flop_check(config: ModelConfig | None = None, T: int = 64) -> TextTable:
     """Per component, the FLOPs ``FlopCounterMode`` counts in one forward pass (mini model,
     T tokens, MoE by the loop over experts, GDN by the naive loop, attention by the math
-    backend) beside ``hymo_mini.flops``'s formula for the same computation."""
+    backend) beside ``hymo_mini.analysis.flops``'s formula for the same computation."""
     c = config or replace(load_config("hymo_mini").model, moe_impl="loop", gdn_backend="naive")
     counts = _counted(c, T)
     mla, gdn = c.mla_positions, c.gdn_positions

@@ -1,6 +1,6 @@
 """Chapter 18 (training at scale with FSDP2): its figures and the one-GPU measurement.
 
-* :func:`memory_figure`: :func:`hymo_mini.train.memory.memory_per_gpu` over a range of GPU
+* :func:`memory_figure`: :func:`hymo_mini.analysis.memory.memory_per_gpu` over a range of GPU
   counts, stacked by kind (a widget in the chapter).
 * :func:`gather_timeline_figure`: when FSDP2 gathers and reduces, one step, schematic.
 * :func:`load_fsdp`, :func:`one_gpu_table`: ``book/results/fsdp_h200_2026-12-01.json``
@@ -15,9 +15,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_mini.analysis.memory import activation_bytes_per_token, memory_per_gpu
+from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import load_config, replace
-from hymo_mini.tables import TextTable
-from hymo_mini.train.memory import activation_bytes_per_token, memory_per_gpu
 
 __all__ = ["FSDP_RUN", "COMMITTED_PROBE_TOKENS", "PARTS", "load_fsdp", "one_gpu_table",
            "head_buffers", "counted_once", "preset_activations", "estimates", "memory_figure",

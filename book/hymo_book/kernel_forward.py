@@ -14,7 +14,7 @@ Read from ``book/results``; nothing here measures time. Checked by
 from __future__ import annotations
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
-from hymo_mini.tables import TextTable
+from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS",
            "DTYPES", "DELTA_DTYPES", "setting_label", "settings_table", "chain_table",

@@ -23,7 +23,7 @@ from hymo_book import kernel_forward, kernel_settings
 from hymo_book.kernel_chapter import document_launches, launches_per_step
 from hymo_book.kernel_runs import DELTA_AUTO_PEERS, delta_entries
 from hymo_book.results import RESULTS_DIR, CaptionedTable, load_result, run_caption
-from hymo_mini.tables import TextTable
+from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",

@@ -12,7 +12,7 @@ import math
 
 from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
-from hymo_mini.tables import TextTable
+from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_LONG_RUN",
            "DELTA_LONG_PROFILE", "DELTA_SIDE_BY_SIDE", "DELTA_AUTO_PEERS", "DELTA_GROUP_SWEEP",

@@ -17,7 +17,7 @@ from hymo_book.kernel_chapter import memory_bytes
 from hymo_book.kernel_results import ITEMSIZE, load_reports
 from hymo_book.results import run_caption
 from hymo_book.style import backend_style
-from hymo_mini.tables import TextTable
+from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["TARGETS", "chunk_forward_bytes", "chunk_peak_bytes", "Targets", "chunk_targets",
            "KERNEL_ONLY_RUN", "KernelOnly", "kernel_only"]

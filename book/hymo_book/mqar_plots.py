@@ -1,6 +1,6 @@
 """The MQAR experiment's results (chapter 19): figures and tables of a sweep.
 
-A sweep is what :func:`hymo_mini.mqar.run_sweep` returns and ``benchmarks/mqar.py`` writes
+A sweep is what :func:`hymo_book.mqar.run_sweep` returns and ``benchmarks/mqar.py`` writes
 to ``book/results/mqar_*.json``; these functions draw and tabulate one (or several, to see
 how much a result moves between seeds and budgets). Every model keeps its
 :data:`hymo_book.style.MQAR_VARIANTS` style: layout by marker and colour, GDN rule by line
@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator, ScalarFormatter
 from hymo_book.recall import context_guess_accuracy, state_recall
 from hymo_book.results import load_result, run_caption
 from hymo_book.style import RECALL_RULES, style
-from hymo_mini.tables import TextTable
+from hymo_mini.analysis.tables import TextTable
 
 SEEDS_FILE = "mqar_seeds_h200_2026-12-01.json"
 LEARNED = 0.9  # a run has learned the task when every scored task reaches this accuracy

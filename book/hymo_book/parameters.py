@@ -4,7 +4,7 @@
   for each (:data:`FORMULAS`), evaluated and compared with the tensor's size, so a reader
   sees where every count comes from: MLA attention, the GDN mixer, one MoE layer.
 * :func:`params_figure` draws the active and stored parameters per component of a variant of
-  the production model (the widget's picture), from ``hymo_mini.params.formula_params``.
+  the production model (the widget's picture), from ``hymo_mini.analysis.params.formula_params``.
 
 Nothing is allocated: modules are built on the meta device.
 """
@@ -17,9 +17,9 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from hymo_mini.analysis.params import COMPONENTS, formula_params
+from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.params import COMPONENTS, formula_params
-from hymo_mini.tables import TextTable
 
 __all__ = ["FORMULAS", "build", "tensor_table", "params_figure", "variant"]
 

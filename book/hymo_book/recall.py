@@ -4,7 +4,7 @@
 state under the documented rule or the delta rule, or attention's list of pairs) and counts
 how many read back right; :func:`context_guess_accuracy` is the score of a model that only
 knows which values occur in the context, the floor the MQAR figures draw. The task itself,
-the models and their training are the library's (:mod:`hymo_mini.mqar`).
+the models and their training are in :mod:`hymo_book.mqar`.
 """
 
 from __future__ import annotations

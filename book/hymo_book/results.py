@@ -147,8 +147,9 @@ def run_caption(report: dict, width: int | None = None, mark: str = "") -> str:
 
 
 class CaptionedTable:
-    """A :class:`hymo_mini.tables.TextTable` of measured values and, under it, the caption of
-    the run(s) it came from; ``rows`` keeps the values themselves (dicts) for computing."""
+    """A :class:`hymo_mini.analysis.tables.TextTable` of measured values and, under it, the
+    caption of the run(s) it came from; ``rows`` keeps the values themselves (dicts) for
+    computing."""
 
     def __init__(self, table, caption: str, rows: list[dict] | None = None):
         self.table, self.caption, self.rows = table, caption, list(rows or [])

@@ -58,7 +58,7 @@ OLD_BACKEND_NAMES = {"eager": "naive", "chunk": "chunk_torch", "triton": "recurr
 # the document's predicted times, drawn beside the measured bars
 DOCUMENT_BAR = Style("the document's launch arithmetic", "white", "", "-", "..")
 
-# the models of the MQAR experiment (hymo_mini.mqar.VARIANTS): the layout by marker and
+# the models of the MQAR experiment (hymo_book.mqar.VARIANTS): the layout by marker and
 # colour, the GDN rule by line style (documented gla dashed, delta rule solid)
 MQAR_VARIANTS: dict[str, Style] = {
     "MLA": Style("MLA", "C3", "s", "-"),

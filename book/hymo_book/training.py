@@ -6,7 +6,7 @@ spread of its tokens/s from machine to machine; ``TRAIN_STEP_PREVIOUS``: the com
 the tree before; ``TRAIN_STEP_EARLIER``, the run of 2026-12-01, for the Muon split and the
 eager GDN block, which the later runs left out; the memory runs of 2026-12-02).
 
-The plots of a run are the library's (:func:`hymo_mini.viz.train_plots.loss_curve`); this
+The plot of a run's loss is the library's (:func:`hymo_mini.train.curves.loss_curve`); this
 module feeds them the committed runs, and turns the GPU report of
 ``benchmarks/train_step.py`` into the chapter's tables and its per-component figure. Every
 table carries the run's caption (file, hardware, versions, date, command); nothing here
@@ -21,11 +21,11 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_mini.analysis.flops import forward_flops
+from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.flops import forward_flops
 from hymo_mini.ops.gla.chunk_triton import CONFIGS as GLA_CONFIGS
-from hymo_mini.tables import TextTable
-from hymo_mini.viz.train_plots import loss_curve
+from hymo_mini.train.curves import loss_curve
 
 __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
            "case_config", "model_flops_per_token", "train_step_table", "targets_table",
@@ -112,7 +112,7 @@ def case_config(entry: dict, preset: str = "hymo_750m") -> ModelConfig:
 
 def model_flops_per_token(entry: dict) -> float:
     """Training FLOPs per token of a hymo case by the cost model: three times the forward
-    (:func:`hymo_mini.flops.forward_flops`, MTP included), as the benchmark counts them."""
+    (:func:`hymo_mini.analysis.flops.forward_flops`, MTP included), as the benchmark counts them."""
     return 3 * forward_flops(case_config(entry), entry["T"])["total"]
 
 
@@ -212,7 +212,8 @@ def cost_model_table(report: dict, shapes=((4, 4096), (1, 16384)),
                            "achieved_flops": achieved})
     table = TextTable(("model", "B × T", "GFLOP/token", "tokens/s at peak", "measured tokens/s",
                        "TFLOP/s"), rows,
-                      title="cost model (hymo_mini.flops, 3 × forward) against the measurement")
+                      title="cost model (hymo_mini.analysis.flops, 3 × forward) "
+                            "against the measurement")
     return CaptionedTable(table, _caption(report), values)
 
 

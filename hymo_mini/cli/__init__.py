@@ -1,4 +1,4 @@
-"""The ``hymo-mini`` command line: config, params, figures, train, convert-checkpoint.
+"""The ``hymo-mini`` command line: config, params, train, convert-checkpoint.
 
 Every mistake on the command line is one line on stderr and exit status 2, naming the
 argument, what was expected and the nearest valid choice; ``--help`` is plain text with
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from hymo_mini.cli.common import COMMANDS, CommandLineError, Parser, parse, run
+from hymo_mini.cli.common import COMMANDS, Parser, parse, run
 from hymo_mini.cli.train import convert_main, train_main
 from hymo_mini.config import load_config, preset_names
 from hymo_mini.model_config import did_you_mean
@@ -30,7 +30,7 @@ def _overview() -> str:
     return "\n".join(lines)
 
 
-# ---- config, params, figures ----------------------------------------------------------
+# ---- config, params -------------------------------------------------------------------
 def _config_main(argv: list[str]) -> int:
     parser = Parser(prog="hymo-mini config", description=COMMANDS["config"])
     parser.add_argument("name", nargs="?", default="hymo_mini",
@@ -60,7 +60,7 @@ def _params_main(argv: list[str]) -> int:
     args, status = parse(parser, argv)
     if args is None:
         return status
-    from hymo_mini.params import count_params, document_comparison
+    from hymo_mini.analysis.params import count_params, document_comparison
 
     config = load_config(args.name)
     table = count_params(config)
@@ -72,36 +72,13 @@ def _params_main(argv: list[str]) -> int:
     return 0
 
 
-def _figures_main(argv: list[str]) -> int:
-    from hymo_mini.figures import FIGURES, draw_figures, figure_names
-
-    parser = Parser(prog="hymo-mini figures", description=COMMANDS["figures"])
-    parser.add_argument("--out", default="figures", help="output folder")
-    parser.add_argument("--only", nargs="*", default=None, metavar="NAME",
-                        help="file names to draw (default: all; --list shows them)")
-    parser.add_argument("--list", action="store_true", help="list the figures and exit")
-    args, status = parse(parser, argv)
-    if args is None:
-        return status
-    if args.list:
-        print("\n".join(sorted(FIGURES)))
-        return 0
-    try:
-        names = figure_names(FIGURES, args.only, "hymo-mini figures --list")
-    except ValueError as err:
-        raise CommandLineError(str(err)) from None
-    draw_figures(FIGURES, names, args.out)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(_overview())
         return 0
     command, rest = argv[0], argv[1:]
-    runs = {"config": _config_main, "params": _params_main, "figures": _figures_main,
-            "convert-checkpoint": convert_main}
+    runs = {"config": _config_main, "params": _params_main, "convert-checkpoint": convert_main}
     if command == "train":
         return train_main(rest)
     if command not in runs:

@@ -14,7 +14,6 @@ __all__ = ["COMMANDS", "CommandLineError", "Parser", "parse", "parse_device", "r
 COMMANDS = {
     "config": "print a config (preset or YAML file) with its derived fields",
     "params": "active and stored parameter counts per component",
-    "figures": "draw the package's figures of the model into a folder",
     "train": "train a model on text (--distributed: on several processes, under torchrun)",
     "convert-checkpoint": "write the single-file checkpoint of a distributed run's DCP folder",
 }

@@ -119,8 +119,7 @@ def _train(args) -> int:
     if args.activation_checkpointing:
         raise CommandLineError("--activation-checkpointing is a switch of --distributed "
                                "training; without it set model.gradient_checkpointing")
-    from hymo_mini.figures import save_figure
-    from hymo_mini.viz.train_plots import loss_curve
+    from hymo_mini.train.curves import loss_curve, save_figure
 
     if not args.resume and (out / "checkpoint.pt").exists():
         raise CheckpointError(f"{str(out / 'checkpoint.pt')!r} exists: pass --resume to "
@@ -171,8 +170,7 @@ def _train_distributed(args, config: HyMoConfig, device, out: Path) -> int:
                                    activation_checkpointing=args.activation_checkpointing,
                                    timeout_s=args.timeout)
         if lead:  # the plotting imports on rank 0 only
-            from hymo_mini.figures import save_figure
-            from hymo_mini.viz.train_plots import loss_curve
+            from hymo_mini.train.curves import loss_curve, save_figure
 
             save_figure(loss_curve(result.history, title=f"{config.run.name}: loss"),
                         out / "loss_curve.png")

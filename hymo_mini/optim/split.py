@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from hymo_mini.analysis.tables import RenderedTable, TextTable
 from hymo_mini.choices import one_of
-from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = ["KINDS", "GROUPS", "OptimizerSplitError", "ParamRow", "SplitTable",
            "optimizer_groups", "check_partition"]

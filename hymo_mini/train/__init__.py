@@ -10,7 +10,6 @@ On several processes (``torchrun --nproc-per-node N -m hymo_mini.train``), with 
     distributed.py the process group, sharding the model, each rank's rows, the global bias
     fsdp_loop.py   ``train_distributed``: the loop above on N processes, the same curve
     dcp.py         sharded, atomic DCP checkpoints; ``dcp_to_checkpoint`` (single file)
-    memory.py      ``memory_per_gpu``: what one GPU holds when N GPUs train
 
 Choices the document leaves open (its optimizer and scheduler sections are empty), made
 here and shown in the book:

@@ -23,8 +23,8 @@ from hymo_book.kernel_chapter import launches_per_step
 from hymo_book.readme import measured_section
 from hymo_book.results import load_result
 
+from hymo_mini.analysis.params import formula_params
 from hymo_mini.config import replace
-from hymo_mini.params import formula_params
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +264,7 @@ def test_the_speedup_is_the_measured_one_the_readme_shows(table):
 
 
 def test_the_hybrid_share_counts_the_moe_of_every_mla_layer(table):
-    from hymo_mini.flops import forward_flops
+    from hymo_mini.analysis.flops import forward_flops
 
     mixers_only = table["hybrid-40pct"].note
     all_mla = forward_flops(replace(cfg(), mla_every=1), 4096, include_mtp=False)
@@ -310,7 +310,7 @@ def test_rope_errata(table):
 
 
 def test_moe_errata(table):
-    from hymo_mini.viz.moe_experiments import router_precision
+    from hymo_book.moe_experiments import router_precision
 
     shares = [values_errata.dropped_share(s) for s in (0.0, 0.05, 0.1)]
     assert shares[0] == 0 and shares[0] < shares[1] < shares[2]  # depends on the balance

@@ -7,11 +7,10 @@ import json
 import pytest
 from figure_checks import assert_integer_ticks, assert_series_distinct
 from hymo_book import mqar_plots, results
+from hymo_book.mqar import VARIANTS
 from hymo_book.recall import context_guess_accuracy, state_recall
 from hymo_book.style import MQAR_VARIANTS
 from matplotlib.figure import Figure
-
-from hymo_mini.mqar import VARIANTS
 
 
 # ---- the no-training demos ---------------------------------------------------------------

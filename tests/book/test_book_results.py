@@ -1,5 +1,6 @@
 """hymo_book.results (the one reader of book/results), hymo_book.style, the figures
-registry and the figures of chapter 15 (optimizers, training), on synthetic results."""
+registry (every file of figures/, the model's and the measured runs') and the figures of
+chapter 17 (optimizers, training), on synthetic results."""
 
 import json
 
@@ -132,7 +133,7 @@ def test_training_figure_draws_the_committed_runs_history(tmp_path, monkeypatch)
 
 # ---- the registry ------------------------------------------------------------------------
 def test_registry_collects_every_result_figure_once():
-    found = figures.collect_figures()
+    found = figures.collect_figures(figures.RESULT_MODULES)
     assert {"gdn_benchmark.png", "gdn_benchmark_sweep.png", "optimizers_cpu.png",
             "mqar_recall_cpu.png", "mqar_recall_h200.png", "state_capacity.png",
             "train_loss_curve.png"} == set(found)
@@ -140,10 +141,37 @@ def test_registry_collects_every_result_figure_once():
         figures.collect_figures(("hymo_book.training", "hymo_book.training"))
 
 
+def test_the_registry_draws_exactly_the_files_of_figures():
+    """One command redraws the repository's figures/: every file there is registered, and
+    every registered figure has its file."""
+    drawn = set(figures.collect_figures())
+    assert drawn == {p.name for p in figures.DEFAULT_OUT.glob("*.png")}
+    assert set(figures.collect_figures(figures.MODEL_MODULES)) < drawn
+
+
+def test_the_registry_checks_names_and_draws_into_a_new_folder(tmp_path, capsys):
+    def square():
+        fig = Figure(figsize=(1, 1))
+        fig.add_subplot().plot([0, 1])
+        return fig
+
+    found = {"b.png": square, "a.png": square}
+    assert figures.figure_names(found, None, "cmd --list") == ["a.png", "b.png"]  # all, sorted
+    assert figures.figure_names(found, ["b.png"], "cmd --list") == ["b.png"]
+    with pytest.raises(ValueError, match=r"--only 'a.pnf': no such figure \(did you mean "
+                                         r"'a.png'\?\); cmd --list shows them"):
+        figures.figure_names(found, ["b.png", "a.pnf"], "cmd --list")
+    figures.draw_figures(found, ["b.png"], tmp_path / "new")
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["b.png"]
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'new' / 'b.png'}\n"
+
+
 def test_registry_command_writes_the_figures_asked_for(tmp_path, capsys):
     assert figures.main(["--out", str(tmp_path), "--only", "gdn_benchmark_sweep.png"]) == 0
     assert (tmp_path / "gdn_benchmark_sweep.png").stat().st_size > 0
-    assert figures.main(["--list"]) == 0 and "gdn_benchmark.png" in capsys.readouterr().out
+    assert figures.main(["--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert "gdn_benchmark.png" in listed and "layer_map.png" in listed  # measured and model
     with pytest.raises(SystemExit):
         figures.main(["--only", "nothing.png"])
 
@@ -174,4 +202,7 @@ def test_book_figure_text_is_at_least_the_floor(name):
         smallest = smallest_text_pt(fig)
     finally:
         plt.close(fig)
-    assert smallest is not None and smallest >= FIGURE_MIN_FONT_PT, (name, smallest)
+    assert smallest is not None, f"{name} draws no text (no title, labels or ticks?)"
+    assert smallest >= FIGURE_MIN_FONT_PT, (
+        f"{name}: its smallest text is {smallest:g} pt; the book's figures use at least "
+        f"{FIGURE_MIN_FONT_PT:g} pt (STYLE.md), so it shows below 8 pt on the site")

@@ -2,11 +2,12 @@
 
 A :class:`Claim` records what the document states (section, a short paraphrase, the value
 it gives) and a function that computes the same quantity from the package: the config
-presets, :mod:`hymo_mini.params`, :mod:`hymo_mini.costs`, :mod:`hymo_mini.flops`,
-:mod:`hymo_mini.rope`, the modules themselves (:mod:`hymo_book.claims.values`).
-:func:`hymo_book.claims.check_all` runs them all and returns a :class:`ClaimsTable` (text
-and HTML, through :class:`hymo_mini.tables.TextTable`), so the verdicts follow the code if
-the code changes.
+presets, :mod:`hymo_mini.analysis.params`, :mod:`hymo_mini.analysis.costs`,
+:mod:`hymo_mini.analysis.flops`, :mod:`hymo_mini.rope`, the modules themselves
+(:mod:`hymo_book.claims.values`). :func:`hymo_book.claims.check_all` runs them all and
+returns a :class:`ClaimsTable` (text and HTML, through
+:class:`hymo_mini.analysis.tables.TextTable`), so the verdicts follow the code if the code
+changes.
 
 Verdicts, decided by comparing the two values (never typed by hand):
 
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hymo_mini.tables import TextTable
+from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["VERDICTS", "TOL", "APPROX", "Claim", "ClaimResult", "ClaimsTable", "check", "verdict"]
 

@@ -25,7 +25,7 @@ from hymo_book.claims.values_models import (
     state_shape,
 )
 from hymo_book.prose import fmt
-from hymo_mini import costs
+from hymo_mini.analysis import costs
 
 
 def _mha_cache_8(T: int) -> int:

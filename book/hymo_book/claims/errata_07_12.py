@@ -30,7 +30,7 @@ from hymo_book.claims.values_errata import (
     small_k_frequency,
 )
 from hymo_book.prose import fmt
-from hymo_mini import costs
+from hymo_mini.analysis import costs
 
 SKEW = 0.1  # chapter 11's mild preference of the router for the last experts
 

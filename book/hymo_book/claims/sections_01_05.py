@@ -20,7 +20,7 @@ from hymo_book.claims.values import (
     softcap_grad,
 )
 from hymo_book.prose import fmt
-from hymo_mini import costs
+from hymo_mini.analysis import costs
 
 
 def _mha(T: int = 4096, causal: bool = True):

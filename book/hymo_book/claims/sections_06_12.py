@@ -26,7 +26,7 @@ from hymo_book.claims.values import (
 )
 from hymo_book.claims.values_measured import RECURRENT_RUN, gpu, recurrent_ms, speedup
 from hymo_book.prose import fmt
-from hymo_mini import costs
+from hymo_mini.analysis import costs
 
 
 def _trajectory() -> int:

@@ -25,7 +25,7 @@ def cfg():
 
 @functools.lru_cache(maxsize=1)
 def params():
-    from hymo_mini.params import count_params
+    from hymo_mini.analysis.params import count_params
 
     return count_params(cfg())  # walks HyMo built on the meta device
 
@@ -35,7 +35,7 @@ def n_params(component: str, kind: str = "stored") -> int:
 
 
 def flops(T: int = 4096, **kwargs) -> dict[str, float]:
-    from hymo_mini.flops import forward_flops
+    from hymo_mini.analysis.flops import forward_flops
 
     return forward_flops(cfg(), T, **kwargs)
 
@@ -216,8 +216,8 @@ def stack_flops(T: int, **changes) -> float:
     """Forward FLOPs per token of the 32 layers (mixers and MoE; the head, the same in
     every layout, and the training-only MTP left out) of the preset, with ``changes``
     (``mla_every=1``: all MLA)."""
+    from hymo_mini.analysis.flops import forward_flops
     from hymo_mini.config import replace
-    from hymo_mini.flops import forward_flops
 
     f = forward_flops(replace(cfg(), **changes) if changes else cfg(), T, include_mtp=False)
     return f["total"] - f["output head (logits)"]

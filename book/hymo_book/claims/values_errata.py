@@ -156,8 +156,8 @@ def documented_expert_params() -> int:
 def dropped_share(skew: float, n_tokens: int = 4096) -> float:
     """Assignments dropped in one training batch of the production router at the
     documented capacity factor, with a router preferring the last experts by ``skew``
-    (:func:`hymo_mini.viz.moe_experiments.imbalanced_router`, chapter 11's experiment)."""
-    from hymo_mini.viz.moe_experiments import dropped_fraction, imbalanced_router, router_tokens
+    (:func:`hymo_book.moe_experiments.imbalanced_router`, chapter 11's experiment)."""
+    from hymo_book.moe_experiments import dropped_fraction, imbalanced_router, router_tokens
 
     moe = imbalanced_router(cfg(), skew).train()
     return dropped_fraction(moe, router_tokens(cfg(), n_tokens))
@@ -204,7 +204,7 @@ def expert_bias_is_buffer() -> bool:
 def router_round_trip() -> dict[str, float]:
     """The production router at init computed in fp32 and rounded to bf16 as the
     document's ``gate_forward`` returns it (chapter 11's ``router_precision``)."""
-    from hymo_mini.viz.moe_experiments import router_precision
+    from hymo_book.moe_experiments import router_precision
 
     found = router_precision(cfg(), n_tokens=4096)
     return {"changed": found["changed"], "tied": found["tied"]}

@@ -4,8 +4,8 @@ bytes the stack's KV cache grows by per generated token."""
 from __future__ import annotations
 
 from hymo_book.exercises import Case, Exercise
+from hymo_mini.analysis.costs import mla_cost
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.costs import mla_cost
 
 
 # ---- mla_layers(n_layers, mla_every, mla_position) --------------------------------------

@@ -8,8 +8,8 @@ import math
 import torch
 
 from hymo_book.exercises import Case, Exercise
+from hymo_mini.analysis.costs import mha_cost
 from hymo_mini.config import load_config
-from hymo_mini.costs import mha_cost
 
 
 # ---- grouped_attention(q, k, v) -> (h, t, dv) ----------------------------------------------
@@ -79,7 +79,7 @@ def _kv_cache_bytes_oracle(n_kv_heads, head_dim, v_head_dim, n_tokens, n_layers=
 def _kv_cache_bytes_cases():
     prod = load_config("hymo_750m").model
 
-    def library(n_kv_heads, T, n_layers, dtype_bytes=2):  # hymo_mini.costs: one layer
+    def library(n_kv_heads, T, n_layers, dtype_bytes=2):  # hymo_mini.analysis.costs: one layer
         return n_layers * mha_cost(prod, T, n_kv_heads=n_kv_heads,
                                    cache_dtype_bytes=dtype_bytes).cache_bytes
 

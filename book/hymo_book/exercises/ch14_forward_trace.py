@@ -7,15 +7,15 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from hymo_book.exercises import Case, Exercise
+from hymo_mini.analysis.costs import attention_pairs
 from hymo_mini.config import load_config, replace
-from hymo_mini.costs import attention_pairs
 
 
 # ---- 1. bytes per token of a GDN block's linear outputs ------------------------------------
 def _linear_bytes_oracle(config, dtype_bytes):
     """Trace one GDN block on the meta device and add up its Linear layers' outputs."""
+    from hymo_mini.analysis.trace import trace_shapes
     from hymo_mini.blocks import GDNBlock
-    from hymo_mini.trace import trace_shapes
 
     B, T = 2, 3
     with torch.device("meta"):

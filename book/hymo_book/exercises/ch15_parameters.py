@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from hymo_book.exercises import Case, Exercise
+from hymo_mini.analysis.params import count_params
 from hymo_mini.config import load_config, replace
-from hymo_mini.params import count_params
 
 
 def _build(cls, config):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 
 from hymo_book.exercises import Case, Exercise
-from hymo_mini.mqar import IGNORE
+from hymo_book.mqar import IGNORE
 
 
 # ---- mqar_sequence(keys, values, order, slots, seq_len) -> (inputs, targets) ---------------
 def _mqar_sequence_oracle(keys, values, order, slots, seq_len):
-    """One sequence as hymo_mini.mqar.mqar_batch lays it out, from given choices."""
+    """One sequence as hymo_book.mqar.mqar_batch lays it out, from given choices."""
     n = len(keys)
     inputs = torch.zeros(seq_len, dtype=torch.long)
     inputs[0:2 * n:2], inputs[1:2 * n:2] = keys, values  # k v k v ...

@@ -10,8 +10,8 @@ rate h + 1) and g is close to 0.5 (dt_bias = 0 and a zero-mean projection):
 
 :func:`effective_attention` writes the recurrence as the T × T matrix it applies to the
 values (the "parallel form"), and :func:`state_trajectory` records the state after every step.
-The delta rule's erasure has its own module (:mod:`hymo_mini.viz.delta_plots`), the matrix
-cut into chunks too (:mod:`hymo_mini.viz.chunk_plots`); their figures are registered here.
+The delta rule's erasure has its own module (:mod:`hymo_book.plots.delta_rule`), the matrix
+cut into chunks too (:mod:`hymo_book.plots.chunked_form`); their figures are registered here.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from einops import einsum, rearrange
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from hymo_book.plots import chunked_form, delta_rule
 from hymo_mini.config import ModelConfig, load_config, replace
 from hymo_mini.gdn import GatedDeltaNet
 from hymo_mini.ops import naive_gla
-from hymo_mini.viz import chunk_plots, delta_plots
 
 __all__ = [
     "initial_a_log",
@@ -224,7 +224,7 @@ def _default_state_figure() -> Figure:
 FIGURES = {
     "gdn_decay_spectrum.png": lambda: decay_spectrum_figure(0.5),
     "gdn_state_evolution.png": _default_state_figure,
-    "gdn_delta_erasure.png": delta_plots.erasure_figure,
-    "gdn_recall_by_age.png": delta_plots.recall_by_age_figure,
-    "gdn_chunk_matrix.png": chunk_plots.chunk_matrix_figure,
+    "gdn_delta_erasure.png": delta_rule.erasure_figure,
+    "gdn_recall_by_age.png": delta_rule.recall_by_age_figure,
+    "gdn_chunk_matrix.png": chunked_form.chunk_matrix_figure,
 }

@@ -1,7 +1,7 @@
 """Figures of the whole architecture (book chapter 01) and of the stack (chapter 13).
 
 Every function takes the values a widget would set and returns a ``Figure``; the numbers
-come from :mod:`hymo_mini.config` and :mod:`hymo_mini.costs`. Series are told apart by
+come from :mod:`hymo_mini.config` and :mod:`hymo_mini.analysis.costs`. Series are told apart by
 marker and line style as well as colour, so the figures read in grey-scale too.
 """
 
@@ -13,8 +13,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from hymo_mini.analysis.costs import hybrid_layer_counts, stack_cost
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.costs import hybrid_layer_counts, stack_cost
 
 __all__ = [
     "COLOURS",

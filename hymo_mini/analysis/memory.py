@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from hymo_mini.analysis.tables import RenderedTable, TextTable
 from hymo_mini.config import HyMoConfig, ModelConfig, replace
-from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = ["MemoryEstimate", "memory_per_gpu", "activation_bytes_per_token", "saved_bytes"]
 

@@ -27,9 +27,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from torch import nn
 
+from hymo_book.moe_experiments import single_thread
 from hymo_mini.blocks import GDNBlock, MLABlock
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.viz.moe_experiments import single_thread
 
 __all__ = [
     "ParamStat",

@@ -4,7 +4,7 @@ Section 11 lists, by hand, the shape of every tensor in a forward pass. Hand-wri
 lists go stale (the document's own list puts RoPE on ``v`` and quotes GDN sizes that do
 not match its parameter count), so hymo_mini traces them from the running model:
 
-    >>> from hymo_mini.trace import trace_shapes
+    >>> from hymo_mini.analysis.trace import trace_shapes
     >>> table = trace_shapes(model, tokens, depth=2)
     >>> print(table)                                   # one row per module call
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from hymo_mini.tables import RenderedTable, TextTable
+from hymo_mini.analysis.tables import RenderedTable, TextTable
 
 __all__ = ["ShapeRow", "ShapeTable", "trace_shapes", "describe"]
 

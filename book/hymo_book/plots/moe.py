@@ -1,6 +1,6 @@
 """Figures for chapter 11 (mixture of experts, section 8): the router's choices, capacity
 and dropped assignments, aux-loss-free balancing, and the fp32 router. The experiments they
-draw are in :mod:`hymo_mini.viz.moe_experiments` (imported here too, for the chapter)."""
+draw are in :mod:`hymo_book.moe_experiments` (imported here too, for the chapter)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from hymo_mini.config import replace
-from hymo_mini.viz.moe_experiments import (  # noqa: F401 - re-exported for the chapter
+from hymo_book.moe_experiments import (  # noqa: F401 - re-exported for the chapter
     BalancingRun,
-    _direction,
-    _production,
     balancing_runs,
     dropped_fraction,
     imbalanced_router,
@@ -21,6 +18,7 @@ from hymo_mini.viz.moe_experiments import (  # noqa: F401 - re-exported for the 
     router_tokens,
     simulate_balancing,
 )
+from hymo_mini.config import load_config, replace
 
 __all__ = [
     "imbalanced_router",
@@ -54,7 +52,7 @@ def routing_figure(n_tokens: int = 12, router_std: float = 0.006, skew: float = 
                    seed: int = 0) -> Figure:
     """Router probabilities for a few tokens (production router); the first choice in a
     solid box, the second in a dashed one."""
-    config = replace(_production(), router_init_std=router_std)
+    config = replace(load_config("hymo_750m").model, router_init_std=router_std)
     moe = imbalanced_router(config, skew, seed)
     with torch.no_grad():
         routing = moe.route(router_tokens(config, n_tokens, seed=seed + 1))
@@ -80,7 +78,7 @@ def capacity_figure(capacity_factor: float = 1.5, skew: float = 0.1, n_tokens: i
                     seed: int = 0) -> Figure:
     """Left: assignments per expert in one training batch against the capacity (the
     dropped part hatched). Right: the dropped fraction against the capacity factor."""
-    config = replace(_production(), capacity_factor=capacity_factor)
+    config = replace(load_config("hymo_750m").model, capacity_factor=capacity_factor)
     moe = imbalanced_router(config, skew, seed).train()
     x = router_tokens(config, n_tokens, seed=seed + 1)
     with torch.no_grad():

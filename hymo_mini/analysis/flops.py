@@ -6,7 +6,7 @@ them):
 
 * :func:`flops_table` — forward FLOPs per token, component by component, at context ``T``,
   beside the document's 11.6.1 figures. Matrix products only, 2 FLOPs per multiply-add
-  (the convention of :mod:`hymo_mini.costs`, which supplies the MLA and GDN numbers; the
+  (the convention of :mod:`hymo_mini.analysis.costs`, which supplies the MLA and GDN numbers; the
   tests check the MoE, head and MTP numbers against ``FlopCounterMode`` on real modules).
 * :func:`activation_table` — the bytes of the tensors section 11 lists for its B=2, T=128
   example, with the shapes the model really produces (the tests run the modules and
@@ -29,17 +29,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hymo_mini.analysis.costs import gdn_cost, mla_cost
+from hymo_mini.analysis.tables import RenderedTable, TextTable
 from hymo_mini.config import ModelConfig
-from hymo_mini.costs import gdn_cost, mla_cost
 from hymo_mini.ffn import swiglu_param_count
 from hymo_mini.moe import moe_param_counts
-from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = [
     "DOCUMENT_FLOPS",
     "DOCUMENT_ACTIVATIONS",
-    "Row",
-    "Table",
+    "ComparisonRow",
+    "ComparisonTable",
     "forward_flops",
     "flops_table",
     "activation_shapes",
@@ -76,20 +76,22 @@ DOCUMENT_ACTIVATIONS = {
 
 
 @dataclass(frozen=True)
-class Row:
+class ComparisonRow:
+    """One component: the value computed here beside the document's (None: it gives none)."""
+
     component: str
     detail: str  # how it was computed (shape or formula)
     value: float  # FLOPs per token, or bytes
     documented: float | None
 
 
-class Table(RenderedTable):
+class ComparisonTable(RenderedTable):
     """Rows with a computed value and the document's, printable as text and HTML."""
 
-    def __init__(self, rows: list[Row], title: str, unit: str):
+    def __init__(self, rows: list[ComparisonRow], title: str, unit: str):
         self.rows, self.title, self.unit = rows, title, unit
 
-    def __getitem__(self, component: str) -> Row:
+    def __getitem__(self, component: str) -> ComparisonRow:
         for row in self.rows:
             if row.component == component:
                 return row
@@ -159,13 +161,13 @@ _FLOP_DETAIL = {
 }
 
 
-def flops_table(config: ModelConfig, T: int = 4096, *, causal: bool = True) -> Table:
+def flops_table(config: ModelConfig, T: int = 4096, *, causal: bool = True) -> ComparisonTable:
     """:func:`forward_flops` as a table beside the document's 11.6.1 column."""
     flops = forward_flops(config, T, causal=causal)
-    rows = [Row(name, _FLOP_DETAIL[name], value, DOCUMENT_FLOPS.get(name))
+    rows = [ComparisonRow(name, _FLOP_DETAIL[name], value, DOCUMENT_FLOPS.get(name))
             for name, value in flops.items()]
     mask = "causal" if causal else "full"
-    return Table(rows, f"forward FLOPs per token, T={T:,} ({mask} attention)", "FLOP")
+    return ComparisonTable(rows, f"forward FLOPs per token, T={T:,} ({mask} attention)", "FLOP")
 
 
 # ---- activations -----------------------------------------------------------------------
@@ -193,7 +195,7 @@ def activation_shapes(config: ModelConfig, B: int, T: int) -> dict[str, tuple[in
 
 
 def activation_table(config: ModelConfig, B: int = 2, T: int = 128,
-                     dtype_bytes: int = 4) -> Table:
+                     dtype_bytes: int = 4) -> ComparisonTable:
     """Bytes of each tensor in :func:`activation_shapes` (fp32 by default, as the
     document's example), beside the document's figures."""
     if B <= 0 or T <= 0:
@@ -203,8 +205,10 @@ def activation_table(config: ModelConfig, B: int = 2, T: int = 128,
         numel = 1
         for s in shape:
             numel *= s
-        rows.append(Row(name, str(shape), numel * dtype_bytes, DOCUMENT_ACTIVATIONS.get(name)))
-    return Table(rows, f"activation sizes, B={B}, T={T}, {dtype_bytes} bytes per value", "B")
+        rows.append(ComparisonRow(name, str(shape), numel * dtype_bytes,
+                                  DOCUMENT_ACTIVATIONS.get(name)))
+    return ComparisonTable(rows, f"activation sizes, B={B}, T={T}, {dtype_bytes} bytes per value",
+                           "B")
 
 
 # ---- training memory and throughput ----------------------------------------------------

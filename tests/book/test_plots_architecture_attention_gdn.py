@@ -1,16 +1,16 @@
-"""The figure functions of chapters 01-05 (hymo_mini.viz.arch, .mla_plots, .gdn_plots):
+"""The figure functions of chapters 01-07 (hymo_book.plots.architecture, .attention, .gdn):
 each returns a Figure whose content follows its arguments, and bad values raise."""
 
 import math
 
 import numpy as np
 import pytest
+from hymo_book.plots import architecture
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from hymo_mini.analysis.costs import stack_cost
 from hymo_mini.config import ConfigError, load_config, replace
-from hymo_mini.costs import stack_cost
-from hymo_mini.viz import arch
 
 PROD = load_config("hymo_750m").model
 
@@ -27,42 +27,43 @@ def _texts(fig: Figure) -> str:
     return " | ".join(parts)
 
 
-# ---- chapter 01/03: arch ---------------------------------------------------------------
+# ---- chapters 01, 13: architecture --------------------------------------------------------------
 @pytest.mark.parametrize("position", ["last", "first"])  # the figure's layout, the text's
 def test_layer_map_draws_one_box_per_layer_coloured_by_type(position):
-    fig = arch.layer_map_figure(mla_every=4, mla_position=position, n_layers=32)
+    fig = architecture.layer_map_figure(mla_every=4, mla_position=position, n_layers=32)
     boxes = _boxes(fig)
     assert len(boxes) == 32
     mla = [i for i, b in enumerate(boxes) if b.get_facecolor()[:3] == pytest.approx(
-        tuple(int(arch.COLOURS["MLA"][k:k + 2], 16) / 255 for k in (1, 3, 5)))]
+        tuple(int(architecture.COLOURS["MLA"][k:k + 2], 16) / 255 for k in (1, 3, 5)))]
     assert mla == list(replace(PROD, mla_position=position).mla_positions)
-    two_rows = arch.layer_map_figure(mla_position=position, compare_position="first", n_layers=8)
+    two_rows = architecture.layer_map_figure(mla_position=position, compare_position="first",
+                                             n_layers=8)
     assert len(_boxes(two_rows)) == 16
-    hatched = arch.layer_map_figure(mla_position=position, nope_hybrid_gdn=True)
+    hatched = architecture.layer_map_figure(mla_position=position, nope_hybrid_gdn=True)
     nope = replace(PROD, mla_position=position, nope_hybrid_gdn=True).nope_gdn_positions
     assert [i for i, b in enumerate(_boxes(hatched)) if b.get_hatch()] == list(nope)
-    assert len(_boxes(arch.layer_map_figure(mla_every=0, n_layers=12))) == 12
+    assert len(_boxes(architecture.layer_map_figure(mla_every=0, n_layers=12))) == 12
 
 
 def test_layer_map_rejects_an_impossible_layout():
     with pytest.raises(ConfigError, match="mla_position"):
-        arch.layer_map_figure(mla_every=4, mla_position="middle")
+        architecture.layer_map_figure(mla_every=4, mla_position="middle")
 
 
 def test_cost_curves_title_reports_the_whole_stack():
-    fig = arch.cost_curves_figure(gdn_per_mla=3, T=4096)
+    fig = architecture.cost_curves_figure(gdn_per_mla=3, T=4096)
     hybrid = stack_cost(PROD, 4096, feed_forward=True).flops
     all_mla = stack_cost(PROD, 4096, 0, feed_forward=True).flops
     all_mha = stack_cost(PROD, 4096, 0, attention="mha", feed_forward=True).flops
     assert f"{hybrid / all_mla:.0%} of all-MLA, {hybrid / all_mha:.0%} of all-MHA" in _texts(fig)
     assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 4  # 3 stacks + the T marker
-    other = arch.cost_curves_figure(gdn_per_mla=7, T=1000)
+    other = architecture.cost_curves_figure(gdn_per_mla=7, T=1000)
     assert "28 GDN + 4 × (MLA + MoE)" in [line.get_label() for line in other.axes[0].lines]
     assert "T=1,000" in _texts(other)
 
 
 def test_whole_stack_costs_are_the_cost_model():
-    costs = arch.whole_stack_costs(PROD, 4096)
+    costs = architecture.whole_stack_costs(PROD, 4096)
     assert [c.flops for c in costs.values()] == [
         stack_cost(PROD, 4096, 0, attention="mha", feed_forward=True).flops,
         stack_cost(PROD, 4096, 0, feed_forward=True).flops,
@@ -70,84 +71,84 @@ def test_whole_stack_costs_are_the_cost_model():
 
 
 def test_hybrid_share_lines_end_near_the_mla_fraction():
-    fig = arch.hybrid_share_figure(ratios=(3,), baseline="mla")
+    fig = architecture.hybrid_share_figure(ratios=(3,), baseline="mla")
     curve = fig.axes[0].lines[0]
     assert curve.get_ydata()[-1] == pytest.approx(
         stack_cost(PROD, 2**17, feed_forward=True).flops
         / stack_cost(PROD, 2**17, 0, feed_forward=True).flops)
     assert 0.25 < curve.get_ydata()[-1] < 0.3
-    mha = arch.hybrid_share_figure(ratios=(3,)).axes[0].lines[0].get_ydata()
+    mha = architecture.hybrid_share_figure(ratios=(3,)).axes[0].lines[0].get_ydata()
     assert all(0.25 < y < curve.get_ydata()[i] for i, y in enumerate(mha))
     with pytest.raises(ValueError, match="baseline"):
-        arch.hybrid_share_figure(baseline="gqa")
+        architecture.hybrid_share_figure(baseline="gqa")
 
 
 def test_softcap_gradient_values():
-    assert float(arch.softcap_gradient(5, 15)) == pytest.approx(1 - math.tanh(1 / 3) ** 2)
-    assert float(arch.softcap_gradient(5, 15)) == pytest.approx(0.8966, abs=1e-4)
-    assert float(arch.softcap_gradient(10, 15)) == pytest.approx(0.6604, abs=1e-4)
-    assert float(arch.softcap_gradient(15, 15)) == pytest.approx(0.42, abs=1e-2)
-    grads = arch.softcap_gradient(np.array([0.0, 30.0]), 15)
+    assert float(architecture.softcap_gradient(5, 15)) == pytest.approx(1 - math.tanh(1 / 3) ** 2)
+    assert float(architecture.softcap_gradient(5, 15)) == pytest.approx(0.8966, abs=1e-4)
+    assert float(architecture.softcap_gradient(10, 15)) == pytest.approx(0.6604, abs=1e-4)
+    assert float(architecture.softcap_gradient(15, 15)) == pytest.approx(0.42, abs=1e-2)
+    grads = architecture.softcap_gradient(np.array([0.0, 30.0]), 15)
     assert grads[0] == 1 and 0 < grads[1] < 0.1
 
 
 def test_softcap_figure_follows_the_cap():
-    fig = arch.softcap_figure(cap=15)
+    fig = architecture.softcap_figure(cap=15)
     assert "0.897 at 5" in _texts(fig) and "0.660 at 10" in _texts(fig)
     curve = fig.axes[0].lines[1]
     assert max(curve.get_ydata()) < 15
-    wide = arch.softcap_figure(cap=30)
+    wide = architecture.softcap_figure(cap=30)
     assert "0.973 at 5" in _texts(wide)
     with pytest.raises(ValueError, match="cap"):
-        arch.softcap_figure(cap=0)
+        architecture.softcap_figure(cap=0)
 
 
 def test_checkpoint_figure():
-    fig = arch.checkpoint_figure({"plain": {"saved_mib": 2.0, "forward_calls": 8},
+    fig = architecture.checkpoint_figure({"plain": {"saved_mib": 2.0, "forward_calls": 8},
                                   "checkpointed": {"saved_mib": 0.5, "forward_calls": 16}})
     widths = [p.get_width() for p in fig.axes[0].patches]
     assert widths == [2.0, 0.5]
     with pytest.raises(ValueError, match="empty"):
-        arch.checkpoint_figure({})
+        architecture.checkpoint_figure({})
 
 
 def test_registered_figures_build():
-    for name, fn in arch.FIGURES.items():
+    for name, fn in architecture.FIGURES.items():
         assert name.endswith(".png")
         assert isinstance(fn(), Figure)
 
 
-# ---- chapters 05, 06: mla_plots -------------------------------------------------------------
+# ---- chapters 05, 06: attention ----------------------------------------------------------
 def test_kv_cache_figure_reports_the_cost_model():
     import torch
+    from hymo_book.plots import attention as attention_plots
 
-    from hymo_mini.costs import kv_cache_bytes_per_token
-    from hymo_mini.viz import mla_plots
+    from hymo_mini.analysis.costs import kv_cache_bytes_per_token
 
-    fig = mla_plots.kv_cache_figure(T=4096, n_layers=8)
+    fig = attention_plots.kv_cache_figure(T=4096, n_layers=8)
     bars = fig.axes[0].patches
     assert [b.get_width() for b in bars] == list(kv_cache_bytes_per_token(PROD).values())
     assert "MLA 10.0 MiB, MHA 256 MiB" in _texts(fig)
-    assert "MLA 20.0 MiB" in _texts(mla_plots.kv_cache_figure(T=8192, n_layers=8))
+    assert "MLA 20.0 MiB" in _texts(attention_plots.kv_cache_figure(T=8192, n_layers=8))
     with pytest.raises(ValueError, match="T"):
-        mla_plots.kv_cache_figure(T=0)
+        attention_plots.kv_cache_figure(T=0)
     probs = torch.softmax(torch.randn(3, 5, 5), dim=-1)
-    fig = mla_plots.attention_map_figure(probs, head=2, labels=list("abcde"))
+    fig = attention_plots.attention_map_figure(probs, head=2, labels=list("abcde"))
     shown = fig.axes[0].images[0].get_array()
     assert np.allclose(shown, probs[2].numpy())
     assert np.allclose(fig.axes[1].images[0].get_array(), probs.mean(0).numpy())
     with pytest.raises(ValueError, match="head"):
-        mla_plots.attention_map_figure(probs, head=3)
+        attention_plots.attention_map_figure(probs, head=3)
     with pytest.raises(ValueError, match="heads, t, s"):
-        mla_plots.attention_map_figure(probs[0])
+        attention_plots.attention_map_figure(probs[0])
 
 
-# ---- chapter 05: gdn_plots -------------------------------------------------------------
+# ---- chapter 07: gdn ------------------------------------------------------------
 def test_initial_a_log_is_the_blocks_own_init():
     import torch
+    from hymo_book.plots import gdn as gdn_plots
 
     from hymo_mini.gdn import GatedDeltaNet
-    from hymo_mini.viz import gdn_plots
 
     mini = load_config("hymo_mini").model
     assert torch.equal(gdn_plots.initial_a_log(mini), GatedDeltaNet(mini).A_log.detach())
@@ -157,7 +158,7 @@ def test_initial_a_log_is_the_blocks_own_init():
 
 
 def test_decay_table_half_lives():
-    from hymo_mini.viz import gdn_plots
+    from hymo_book.plots import gdn as gdn_plots
 
     rows = gdn_plots.decay_table(gate=0.5)
     assert rows[0]["decay"] == pytest.approx(math.exp(-0.5))
@@ -171,7 +172,7 @@ def test_decay_table_half_lives():
 
 
 def test_decay_spectrum_figure_follows_the_gate():
-    from hymo_mini.viz import gdn_plots
+    from hymo_book.plots import gdn as gdn_plots
 
     fig = gdn_plots.decay_spectrum_figure(gate=0.5)
     image = fig.axes[0].images[0].get_array()
@@ -186,9 +187,9 @@ def test_decay_spectrum_figure_follows_the_gate():
 def test_effective_attention_reproduces_the_recurrence():
     """The parallel form W v equals the reference loop, on awkward sizes and strong decay."""
     import torch
+    from hymo_book.plots import gdn as gdn_plots
 
     from hymo_mini.ops import naive_gla
-    from hymo_mini.viz import gdn_plots
 
     gen = torch.Generator().manual_seed(1)
     B, T, H, S, D = 2, 13, 3, 5, 7
@@ -207,9 +208,9 @@ def test_effective_attention_reproduces_the_recurrence():
 
 def test_state_trajectory_matches_the_final_state():
     import torch
+    from hymo_book.plots import gdn as gdn_plots
 
     from hymo_mini.ops import naive_gla
-    from hymo_mini.viz import gdn_plots
 
     v, b, c, g, A = gdn_plots.toy_inputs(T=9, H=2, S=3, D=5, gate=0.7)
     states = gdn_plots.state_trajectory(v, b, c, g, A)
@@ -228,7 +229,7 @@ def test_state_trajectory_matches_the_final_state():
 
 
 def test_weights_figure():
-    from hymo_mini.viz import gdn_plots
+    from hymo_book.plots import gdn as gdn_plots
 
     fig = gdn_plots.weights_figure({"a": np.eye(3), "b": -np.ones((3, 3))}, suptitle="x")
     assert len(fig.axes) == 4  # two maps, two colour bars
@@ -237,8 +238,9 @@ def test_weights_figure():
 
 
 def test_book1_registered_figures_build():
-    from hymo_mini.viz import gdn_plots, mla_plots
+    from hymo_book.plots import attention as attention_plots
+    from hymo_book.plots import gdn as gdn_plots
 
-    for module in (mla_plots, gdn_plots):
+    for module in (attention_plots, gdn_plots):
         for name, fn in module.FIGURES.items():
             assert name.endswith(".png") and isinstance(fn(), Figure)

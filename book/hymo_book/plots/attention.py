@@ -1,7 +1,7 @@
 """Figures for chapters 05 (attention and the KV cache) and 06 (multi-head latent attention,
 section 4 of the design document).
 
-Cache sizes come from :mod:`hymo_mini.costs`; attention maps from
+Cache sizes come from :mod:`hymo_mini.analysis.costs`; attention maps from
 ``MultiHeadLatentAttention.attention_weights``. Every function takes the values a widget
 would set and returns a ``Figure``.
 """
@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from hymo_mini.analysis.costs import kv_cache_bytes_per_token
 from hymo_mini.config import ModelConfig, load_config
-from hymo_mini.costs import kv_cache_bytes_per_token
 
 __all__ = ["kv_cache_figure", "attention_map_figure", "FIGURES"]
 

@@ -1,13 +1,14 @@
-"""The functions behind the figures and widgets of book chapters 07-13 (part 2)."""
+"""The functions behind the figures and widgets of chapters 04 (hymo_book.plots.rope), 11
+(hymo_book.plots.moe, hymo_book.moe_experiments) and 13 (hymo_book.plots.initialisation)."""
 
 import math
 
 import pytest
 import torch
+from hymo_book.plots import rope as rope_plots
 from matplotlib.figure import Figure
 
 from hymo_mini.rope import RotaryEmbedding
-from hymo_mini.viz import rope_plots
 
 
 # ---- chapter 04: RoPE ------------------------------------------------------------------
@@ -73,9 +74,11 @@ def test_rope_widget_functions_take_widget_values():
     assert [len(line.get_xdata()) for line in fig.axes[0].get_lines()[:2]] == [101, 101]
 
 
-# ---- chapter 08: MoE -------------------------------------------------------------------
+# ---- chapter 11: MoE -------------------------------------------------------------------
+from hymo_book.moe_experiments import shared_direction  # noqa: E402
+from hymo_book.plots import moe as moe_plots  # noqa: E402
+
 from hymo_mini.config import load_config, replace  # noqa: E402
-from hymo_mini.viz import moe_plots  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +93,7 @@ def prod():
 
 def test_imbalanced_router_has_no_preference_at_zero_skew(prod):
     moe = moe_plots.imbalanced_router(prod, skew=0.0)
-    u = moe_plots._direction(prod.dim)
+    u = shared_direction(prod.dim)
     assert (moe.gate.weight @ u).abs().max() < 1e-4  # nothing along the shared direction
     x = moe_plots.router_tokens(prod, 2048)
     with torch.no_grad():
@@ -150,13 +153,13 @@ def test_moe_figures_take_widget_values():
                                       "moe_balancing.png", "moe_router_precision.png"}
 
 
-# ---- chapter 10: initialisation --------------------------------------------------------
-from hymo_mini.viz import depth_plots  # noqa: E402
+# ---- chapter 13: initialisation --------------------------------------------------------
+from hymo_book.plots import initialisation  # noqa: E402
 
 
 def test_parameter_stats_against_pytorch_defaults():
     block = torch.nn.Sequential(torch.nn.Linear(512, 256), torch.nn.RMSNorm(256))
-    stats = {s.name: s for s in depth_plots.parameter_stats(block)}
+    stats = {s.name: s for s in initialisation.parameter_stats(block)}
     linear = stats["0.weight"]
     assert linear.shape == (256, 512)
     assert linear.default_std == pytest.approx(1 / math.sqrt(3 * 512))
@@ -171,7 +174,7 @@ def test_stream_rms_follows_the_model(mini_config):
     torch.manual_seed(0)
     model = HyMo(mini_config)
     x = torch.randn(2, 10, mini_config.dim)
-    rms = depth_plots.stream_rms(model.layers, x)
+    rms = initialisation.stream_rms(model.layers, x)
     assert len(rms) == mini_config.n_layers + 1
     assert rms[0] == pytest.approx(x.pow(2).mean().sqrt().item())
     with torch.no_grad():
@@ -180,15 +183,17 @@ def test_stream_rms_follows_the_model(mini_config):
 
 def test_embedding_rows_use_the_models_init(mini_config):
     tokens = torch.arange(64).reshape(2, 32)
-    scaled = depth_plots.embedding_rows(replace(mini_config, dim=256, embed_init="scaled"), tokens)
-    plain = depth_plots.embedding_rows(replace(mini_config, dim=256, embed_init="torch"), tokens)
+    scaled = initialisation.embedding_rows(replace(mini_config, dim=256, embed_init="scaled"),
+                                           tokens)
+    plain = initialisation.embedding_rows(replace(mini_config, dim=256, embed_init="torch"),
+                                          tokens)
     assert scaled.shape == (2, 32, 256)
     assert scaled.std().item() == pytest.approx(256 ** -0.5, rel=0.05)
     assert plain.std().item() == pytest.approx(1.0, rel=0.05)
 
 
 def test_residual_rms_modes(mini_config):
-    results = depth_plots.residual_rms(mini_config, T=16)
+    results = initialisation.residual_rms(mini_config, T=16)
     assert set(results) == {(m, i) for m in ("identity", "document") for i in ("scaled", "torch")}
     assert all(len(v) == mini_config.n_layers + 1 for v in results.values())
     assert results[("identity", "torch")][0] == pytest.approx(1.0, rel=0.1)
@@ -202,17 +207,17 @@ def test_residual_rms_modes(mini_config):
     # MLA layer reads the embedding in both
     first = replace(mini_config, mla_position="first")
     assert first.mla_positions[0] == 0
-    text = depth_plots.residual_rms(first, T=16)
+    text = initialisation.residual_rms(first, T=16)
     assert text[("document", "torch")][1] == pytest.approx(text[("identity", "torch")][1])
-    assert depth_plots.residual_rms(mini_config, T=16) is results  # cached
+    assert initialisation.residual_rms(mini_config, T=16) is results  # cached
     with pytest.raises(ValueError, match="T and B"):
-        depth_plots.residual_rms(mini_config, T=0)
+        initialisation.residual_rms(mini_config, T=0)
 
 
 def test_residual_rms_figure_toggles(mini_config):
-    fig = depth_plots.residual_rms_figure(mini_config, T=16)
+    fig = initialisation.residual_rms_figure(mini_config, T=16)
     assert len(fig.axes[0].lines) == 4
-    fig = depth_plots.residual_rms_figure(mini_config, document=False, torch_init=False, T=16)
+    fig = initialisation.residual_rms_figure(mini_config, document=False, torch_init=False, T=16)
     assert len(fig.axes[0].lines) == 1
-    fig = depth_plots.residual_rms_figure(mini_config, identity=False, document=False, T=16)
+    fig = initialisation.residual_rms_figure(mini_config, identity=False, document=False, T=16)
     assert fig.axes[0].get_legend() is None

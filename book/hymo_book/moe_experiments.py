@@ -9,7 +9,7 @@ preference: tokens share a common direction ``u`` (as real hidden states share a
 the gate rows get a component ``~ skew · ramp_e`` along it (ramp_e from -1 to 1), so the last
 experts score up to ``skew`` higher for every token. The random init's own component along
 ``u`` is removed, so ``skew = 0`` has no systematic preference. The figures are in
-:mod:`hymo_mini.viz.moe_plots`.
+:mod:`hymo_book.plots.moe`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from hymo_mini.moe import DeepSeekMoE
 __all__ = [
     "imbalanced_router",
     "router_tokens",
+    "shared_direction",
     "dropped_fraction",
     "BalancingRun",
     "simulate_balancing",
@@ -50,7 +51,7 @@ def imbalanced_router(config: ModelConfig | None = None, skew: float = 0.0,
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         moe.gate.weight.normal_(0.0, config.router_init_std, generator=g)  # (e, dim)
-        u = _direction(config.dim)  # (dim,), unit RMS
+        u = shared_direction(config.dim)  # (dim,), unit RMS
         w = moe.gate.weight
         w -= (w @ u)[:, None] * u[None, :] / config.dim  # no preference along u at skew = 0
         ramp = torch.linspace(-1.0, 1.0, config.n_routed_experts)  # (e,)
@@ -59,7 +60,8 @@ def imbalanced_router(config: ModelConfig | None = None, skew: float = 0.0,
     return moe
 
 
-def _direction(dim: int) -> torch.Tensor:
+def shared_direction(dim: int) -> torch.Tensor:
+    """``u`` (dim,): the direction every token of :func:`router_tokens` shares, unit RMS."""
     u = torch.randn(dim, generator=torch.Generator().manual_seed(12345))
     return u / u.norm() * math.sqrt(dim)  # (dim,), unit RMS
 
@@ -68,7 +70,7 @@ def router_tokens(config: ModelConfig, n_tokens: int, seed: int = 1) -> torch.Te
     """(n_tokens, dim) unit-RMS hidden states with a shared component along ``u``."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n_tokens, config.dim, generator=g)  # (n, dim)
-    return (x + _direction(config.dim)) / math.sqrt(2)
+    return (x + shared_direction(config.dim)) / math.sqrt(2)
 
 
 def dropped_fraction(moe: DeepSeekMoE, x: torch.Tensor) -> float:

@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from hymo_mini.analysis.tables import RenderedTable, TextTable
 from hymo_mini.config import HyMoConfig, ModelConfig, load_config
-from hymo_mini.tables import RenderedTable, TextTable
 
 __all__ = [
     "COMPONENTS",

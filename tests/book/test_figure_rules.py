@@ -1,5 +1,5 @@
-"""The rules every figure of the package keeps (STYLE.md): series told apart in grey-scale
-too (markers or line styles, hatches), and whole-number ticks on axes that count things."""
+"""The rules every figure of figures/ keeps (STYLE.md): series told apart in grey-scale too
+(markers or line styles, hatches), and whole-number ticks on axes that count things."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 
 import pytest
 from figure_checks import assert_integer_ticks, assert_series_distinct
-
-from hymo_mini.figures import FIGURES
+from hymo_book.figures import collect_figures
 
 COUNTING = re.compile(r"\b(layer|step|head|position|index|iteration|pairs|expert|depth)s?\b",
                       re.I)
+FIGURES = collect_figures()
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))

@@ -1,0 +1,24 @@
+"""The book's figures of the model, one module per topic (the chapter in brackets).
+
+    architecture      the layer map, compute and cache of whole stacks, the soft-cap (01, 13)
+    norms_and_swiglu  RMSNorm's output scale and SiLU, SwiGLU's gate (03)
+    rope              rotary frequencies, the rotation of a pair, scores against distance (04)
+    attention         KV-cache bytes per way of caching, attention maps (05, 06)
+    gdn               decay spectrum, the recurrence as a matrix, the state over time (07)
+    delta_rule        the delta rule's erasure, recall against a pair's age (07)
+    chunked_form      the recurrence matrix cut into chunks (08)
+    moe               routing, capacity, balancing, the fp32 router (11)
+    initialisation    parameter statistics and the residual stream through depth at init (06, 13)
+    mhc               Sinkhorn's convergence, mixing matrices, the composite gain (16)
+    lr_schedule       the warmup-stable-decay learning rate (17)
+
+Every plot is a plain function that takes the values a widget would set and returns a
+``matplotlib.figure.Figure`` built with the object-oriented API (no pyplot state), so the
+same function serves the static figure, the live ``interact`` and the test. The numbers
+come from the library (``hymo_mini``), so a figure cannot drift from what the model computes.
+
+A module that owns files in the repository's ``figures/`` lists them in a module-level dict
+``FIGURES = {"file_name.png": zero_argument_function_returning_a_figure}``;
+:mod:`hymo_book.figures` collects them, with the figures of measured runs, and redraws the
+folder (``cd book && python3 -m hymo_book.figures``).
+"""
