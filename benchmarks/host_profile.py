@@ -285,8 +285,8 @@ def launch_kernels() -> dict:
 
     from hymo_mini import launching
     from hymo_mini.loss_triton import softcap_ce_rows_triton
-    from hymo_mini.moe_rows import row_maps
-    from hymo_mini.moe_triton import _CombineRows, _GatherRows
+    from hymo_mini.moe.dispatch import row_maps
+    from hymo_mini.moe.kernels import combine_rows_triton, gather_rows_triton
     from hymo_mini.ops.gated_delta.chunk_triton import ChunkGatedDeltaFunction
     from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
     from hymo_mini.ops.gla.recurrent_triton import RecurrentGLAFunction
@@ -309,8 +309,8 @@ def launch_kernels() -> dict:
             x = torch.randn(n, width, generator=gen).requires_grad_()
             y = torch.randn(n * k, width, generator=gen).to(dtype).requires_grad_()
             w = torch.rand(n, k, generator=gen).requires_grad_()
-            out = _GatherRows.apply(x, maps, dtype).float().sum()
-            out = out + _CombineRows.apply(y, maps, w).float().sum()
+            out = gather_rows_triton(x, maps, dtype).float().sum()
+            out = out + combine_rows_triton(y, maps, w).float().sum()
             out.backward()
             return
         if case == "loss":

@@ -35,7 +35,7 @@ blocks with and without RoPE get a first graph each and share the second.
 
 **The compiled MLA attention** (``config.mla_impl``, the same three choices):
 :func:`mla_attention_forward`, the block up to its MoE, is one graph, SDPA inside it. The
-MoE stays eager: its grouped path has its own autograd (``hymo_mini.moe_dispatch``).
+MoE stays eager: its grouped path has its own autograd (``hymo_mini.moe.dispatch``).
 Decoding (``start_pos`` > 0, the KV cache) always runs eagerly.
 """
 

@@ -106,7 +106,7 @@ class ModelConfig:
     load_ema_alpha: float = 0.001  # EMA rate of each expert's load
     load_deadband: float = 0.05  # no bias change while load is within ±5% of uniform
     bias_update_rate: float = 0.001  # step of the aux-loss-free routing bias (ours)
-    moe_impl: str = "auto"  # "loop" | "grouped" | "padded" | "auto": see hymo_mini.moe_dispatch
+    moe_impl: str = "auto"  # "loop" | "grouped" | "padded" | "auto": see hymo_mini.moe.dispatch
     swiglu_impl: str = "auto"  # every SwiGLU's silu(a) * b: "eager" | "compiled" | "auto" (ffn)
 
     # MTP (section 9)
