@@ -53,6 +53,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.cuda_graph import GraphedStep  # noqa: E402
 from benchmarks.gated_delta_backends import kernel_alone, make_inputs, with_A_log  # noqa: E402
 from benchmarks.gdn import environment, parse_shape, rel_err, time_ms  # noqa: E402
 from benchmarks.gdn_chunk_profile import kernel_times  # noqa: E402
@@ -66,7 +67,6 @@ from hymo_mini.ops.gated_delta import chunk_triton as gdt  # noqa: E402
 from hymo_mini.ops.gla import chunk_blocks as gla_blocks  # noqa: E402
 from hymo_mini.ops.gla import chunk_states as gla_states  # noqa: E402
 from hymo_mini.ops.gla import chunk_triton as gtc  # noqa: E402
-from hymo_mini.train.cuda_graph import GraphedStep  # noqa: E402
 
 IN_CHUNK = ("wy_fwd", "output", "du_local", "chunk_bwd")
 STATES = ("state_fwd", "state_bwd")
