@@ -162,6 +162,7 @@ def without_autocast(device: torch.device):
     return contextlib.nullcontext()
 
 
+# ---- the layer -------------------------------------------------------------------------
 @dataclass
 class Routing:
     """What the router decided for ``n`` tokens (flattened batch × time)."""
