@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 import hymo_mini.model as hymo_model
+from benchmarks.cuda_graph import GraphedStep
 from benchmarks.step_profile import PREFIX
 from hymo_mini.analysis.flops import forward_flops
 from hymo_mini.analysis.params import count_params
@@ -26,7 +27,6 @@ from hymo_mini.loss import linear_softcap_cross_entropy, plain_softcap_cross_ent
 from hymo_mini.model import HyMo, build_hymo
 from hymo_mini.moe import DeepSeekMoE
 from hymo_mini.optim import build_optimizer, clip_and_step, optimizer_groups
-from hymo_mini.train.cuda_graph import GraphedStep
 
 PEER = dict(vocab=64_256, dim=1024, layers=24, inter=2816, heads=16)
 
@@ -89,7 +89,7 @@ def hymo_config(preset: str, T: int, switches: dict) -> ModelConfig:
 
 def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain",
                     graph=False) -> Built:
-    """``graph``: the step replayed as one CUDA graph (hymo_mini.train.cuda_graph), its
+    """``graph``: the step replayed as one CUDA graph (benchmarks/cuda_graph.py), its
     eager twin profiled."""
     if graph and optimizer != "adamw":
         raise ValueError("graph=True needs the fused AdamW (capturable); got "

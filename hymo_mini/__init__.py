@@ -7,7 +7,7 @@ One module per section of the design document:
     mla         section 4   multi-head latent attention and the MLA block
     gdn         section 5   gated delta net: reference recurrence, dispatcher, block
     gdn_triton  section 6   the recurrent Triton kernel
-    moe         section 8   DeepSeekMoE, SwiGLU experts, aux-loss-free balancing
+    moe         section 8   DeepSeekMoE (layer.py) and its fast dispatch (dispatch.py)
     mtp         section 9   multi-token prediction heads
     model       section 3   the HyMo stack, build_hymo
     analysis    11, 12      parameter counts, FLOPs, cache costs, the shape tracer, memory

@@ -18,8 +18,8 @@ Readings chosen where the document contradicts itself:
 
 **The compiled GDN block** (``config.gdn_impl``: "eager", "compiled", or "auto", which
 compiles while training on a CUDA GPU and runs eagerly otherwise, so CPU runs and the book
-use the eager block, the oracle). ``torch.compile`` traces :func:`gdn_block_forward` (the
-same function the eager block runs) up to the recurrence, which is marked
+use the eager block, the oracle). Both run one function, :func:`hymo_mini.gdn.gdn_forward`,
+the compiled block through ``torch.compile``, which traces it up to the recurrence, marked
 ``torch.compiler.disable`` (``hymo_mini.gdn.recurrence``) and stays the Triton kernel's
 custom autograd Function; so each block becomes two graphs with the kernel between them.
 What compile fuses, forward and backward: in the first graph the norm, the depthwise conv
@@ -35,7 +35,7 @@ blocks with and without RoPE get a first graph each and share the second.
 
 **The compiled MLA attention** (``config.mla_impl``, the same three choices):
 :func:`mla_attention_forward`, the block up to its MoE, is one graph, SDPA inside it. The
-MoE stays eager: its grouped path has its own autograd (``hymo_mini.moe_dispatch``).
+MoE stays eager: its grouped path has its own autograd (``hymo_mini.moe.dispatch``).
 Decoding (``start_pos`` > 0, the KV cache) always runs eagerly.
 """
 
@@ -46,12 +46,11 @@ from torch import nn
 
 from hymo_mini.compiling import compiled_forward, runs_compiled
 from hymo_mini.config import ModelConfig
-from hymo_mini.gdn import GatedDeltaNet, recurrence
+from hymo_mini.gdn import GatedDeltaNet, gdn_forward
 from hymo_mini.mla import MultiHeadLatentAttention
 from hymo_mini.moe import DeepSeekMoE
 
-__all__ = ["MLABlock", "GDNBlock", "sublayers", "gdn_block_forward", "compiled_gdn_forward",
-           "mla_attention_forward", "compiled_forward"]
+__all__ = ["MLABlock", "GDNBlock", "sublayers", "mla_attention_forward", "compiled_forward"]
 
 
 class MLABlock(nn.Module):
@@ -104,32 +103,17 @@ class GDNBlock(nn.Module):
         return runs_compiled(self.impl, x, self.training, "gdn_impl")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.compiled(x):
-            return compiled_gdn_forward()(self, x)  # (b, t, dim)
-        return gdn_block_forward(self, x)  # (b, t, dim)
+        layer = compiled_forward(gdn_forward) if self.compiled(x) else gdn_forward
+        y, _, _ = layer(self.mixer, x, norm=self.norm, residual=self.residual == "identity")
+        return y  # (b, t, dim)
 
     def step(self, x: torch.Tensor, conv_window: torch.Tensor | None = None,
              state: torch.Tensor | None = None, start_pos: int = 0):
         """Continue a sequence from its cache (see ``GatedDeltaNet.step``); returns
         ``(block output, conv_window, state)``."""
-        y, conv_window, state = self.mixer.step(self._norm(x), conv_window, state, start_pos)
-        return (x + y if self.residual == "identity" else y), conv_window, state
-
-
-def gdn_block_forward(block: GDNBlock, x: torch.Tensor) -> torch.Tensor:
-    """The GDN block: x + mixer(norm(x)), or mixer(x) for the document's block.
-
-    Written out flat (norm, the mixer's ``prepare``, the recurrence, ``finish``, the
-    residual) so that compile breaks the graph once, at the recurrence, in this frame: a
-    break inside a nested call would cut the block into four graphs (norm, before, after,
-    residual add) instead of two. The same operations as ``block.branch``, in order."""
-    mixer = block.mixer
-    h = block._norm(x)  # (b, t, dim)
-    v, b, c, g, A, beta, out_gate, _ = mixer.prepare(h)
-    o, _ = recurrence(mixer.rule, v, b, c, g, A, beta, None, False,
-                      mixer.config.gdn_backend)  # (b, t, h, d)
-    y = mixer.finish(o, v, out_gate, h)  # (b, t, dim)
-    return x + y if block.residual == "identity" else y  # (b, t, dim)
+        return gdn_forward(self.mixer, x, norm=self.norm, residual=self.residual == "identity",
+                           conv_window=self.mixer.window(x, conv_window), state=state,
+                           start_pos=start_pos, keep_state=True)
 
 
 def mla_attention_forward(block: MLABlock, x: torch.Tensor, start_pos: int = 0):
@@ -141,11 +125,6 @@ def mla_attention_forward(block: MLABlock, x: torch.Tensor, start_pos: int = 0):
     calls."""
     x = x + block.attn(block.attn_norm(x), start_pos)  # (b, t, dim)
     return x, block.moe_norm(x)
-
-
-def compiled_gdn_forward(backend: str | None = None):
-    """The compiled :func:`gdn_block_forward` (see :func:`compiled_forward`)."""
-    return compiled_forward(gdn_block_forward, backend)
 
 
 def sublayers(block: nn.Module) -> tuple:

@@ -21,11 +21,11 @@ Readings chosen where the document contradicts itself (the book shows each one):
   and a per-layer RoPE table; the closing figure draws MLA at 3, 7, ..., 31. We take
   the figure's layout, the MLA layer *last* in each group of four
   (``mla_position = "last"``), on the evidence of the associative-recall experiment
-  (book/results/mqar_seeds_h200_2026-12-01.json: three seeds, the same 1,000 steps for
-  every variant): the 3:1 hybrids with MLA last learned the task in 3 of 6 runs (both
-  GDN rules), those with MLA first in none, and neither did all-MLA or all-GDN. The seeds
-  disagree about MLA last too (1 of 3 and 2 of 3 runs), so the evidence is a preference,
-  not a proof. ``mla_position = "first"`` gives the text's layout.
+  (the book's chapter 19: three seeds, the same 1,000 steps for every variant): the 3:1
+  hybrids with MLA last learned the task in 3 of 6 runs (both GDN rules), those with MLA
+  first in none, and neither did all-MLA or all-GDN. The seeds disagree about MLA last
+  too (1 of 3 and 2 of 3 runs), so the evidence is a preference, not a proof.
+  ``mla_position = "first"`` gives the text's layout.
 * NoPE-hybrid positions. The document lists {3, 7, ..., 27} and calls them "the GDN
   layer immediately after each MLA layer". With the text's MLA at {0, 4, ...} those
   layers sit immediately *before* the next MLA layer, which is what we compute: the
@@ -48,11 +48,11 @@ import yaml
 from hymo_mini.model_config import (
     ConfigError,
     ModelConfig,
-    _integers,
-    _one_of,
-    _positive,
-    _require,
     did_you_mean,
+    require,
+    require_integers,
+    require_one_of,
+    require_positive,
 )
 
 __all__ = [
@@ -88,14 +88,14 @@ class OptimizerConfig:
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
             object.__setattr__(self, "betas", tuple(self.betas))
-        _one_of(self.name, "OptimizerConfig.name", ("adamw", "muon"))
-        _positive(self, "lr", "muon_lr", "eps", "grad_clip")
-        _require(isinstance(self.normuon, bool), "OptimizerConfig.normuon",
-                 f"must be true or false, got {self.normuon!r}")
-        _require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
-                 "OptimizerConfig.betas", f"must be two numbers in [0, 1), got {self.betas!r}")
-        _require(self.weight_decay >= 0, "OptimizerConfig.weight_decay",
-                 f"must be >= 0, got {self.weight_decay}")
+        require_one_of(self.name, "OptimizerConfig.name", ("adamw", "muon"))
+        require_positive(self, "lr", "muon_lr", "eps", "grad_clip")
+        require(isinstance(self.normuon, bool), "OptimizerConfig.normuon",
+                f"must be true or false, got {self.normuon!r}")
+        require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+                "OptimizerConfig.betas", f"must be two numbers in [0, 1), got {self.betas!r}")
+        require(self.weight_decay >= 0, "OptimizerConfig.weight_decay",
+                f"must be >= 0, got {self.weight_decay}")
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,10 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         for name in ("warmup_frac", "stable_frac", "decay_frac", "min_lr_ratio"):
             value = getattr(self, name)
-            _require(0 <= value <= 1, f"SchedulerConfig.{name}", f"must be in [0, 1], got {value}")
+            require(0 <= value <= 1, f"SchedulerConfig.{name}", f"must be in [0, 1], got {value}")
         total = self.warmup_frac + self.stable_frac + self.decay_frac
-        _require(abs(total - 1) < 1e-6, "SchedulerConfig.decay_frac",
-                 f"warmup_frac + stable_frac + decay_frac must be 1, got {total:.6g}")
+        require(abs(total - 1) < 1e-6, "SchedulerConfig.decay_frac",
+                f"warmup_frac + stable_frac + decay_frac must be 1, got {total:.6g}")
 
 
 @dataclass(frozen=True)
@@ -128,11 +128,11 @@ class TrainingConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        _integers(self, "batch_size", "seq_len", "grad_accum_steps", "max_steps", "eval_every",
-                  "eval_batches", "log_every")
-        _positive(self, "batch_size", "seq_len", "grad_accum_steps", "max_steps", "eval_every",
-                  "eval_batches", "log_every")
-        _one_of(self.dtype, "TrainingConfig.dtype", ("float32", "bfloat16"))
+        require_integers(self, "batch_size", "seq_len", "grad_accum_steps", "max_steps",
+                         "eval_every", "eval_batches", "log_every")
+        require_positive(self, "batch_size", "seq_len", "grad_accum_steps", "max_steps",
+                         "eval_every", "eval_batches", "log_every")
+        require_one_of(self.dtype, "TrainingConfig.dtype", ("float32", "bfloat16"))
 
 
 @dataclass(frozen=True)
@@ -142,8 +142,8 @@ class RunConfig:
     output_dir: str = "runs/hymo"
 
     def __post_init__(self) -> None:
-        _integers(self, "seed")
-        _require(bool(self.name), "RunConfig.name", "must not be empty")
+        require_integers(self, "seed")
+        require(bool(self.name), "RunConfig.name", "must not be empty")
 
 
 @dataclass(frozen=True)
@@ -155,9 +155,9 @@ class HyMoConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
     def __post_init__(self) -> None:
-        _require(self.training.seq_len <= self.model.max_seq_len, "TrainingConfig.seq_len",
-                 f"{self.training.seq_len} exceeds "
-                 f"ModelConfig.max_seq_len={self.model.max_seq_len}")
+        require(self.training.seq_len <= self.model.max_seq_len, "TrainingConfig.seq_len",
+                f"{self.training.seq_len} exceeds "
+                f"ModelConfig.max_seq_len={self.model.max_seq_len}")
 
 
 _SECTION_CLASSES = {

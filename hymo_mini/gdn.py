@@ -18,7 +18,9 @@ delta rule (``gdn_rule="delta"``), which decays, then erases what b_t reads befo
 
 ``skip_proj`` is the document's own linear path around the whole layer. The block around
 the mixer (a norm and the residual, or neither: ``gdn_residual``) is
-``hymo_mini.blocks.GDNBlock``.
+``hymo_mini.blocks.GDNBlock``. :func:`gdn_forward` is the one function that composes the
+layer (norm, the steps before the recurrence, the recurrence, the steps after it, the
+residual): the mixer, the block, eager, compiled and decoding all run it.
 
 Readings chosen where the document contradicts itself:
 
@@ -49,7 +51,7 @@ from hymo_mini.config import ModelConfig
 from hymo_mini.ops import gated_delta_rule, gated_linear_attention
 from hymo_mini.rope import RotaryEmbedding
 
-__all__ = ["GatedDeltaNet", "recurrence", "shifted_causal_conv"]
+__all__ = ["GatedDeltaNet", "gdn_forward", "recurrence", "shifted_causal_conv"]
 
 
 def shifted_causal_conv(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -158,7 +160,7 @@ class GatedDeltaNet(nn.Module):
         return v, b, c, g, A, out_gate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._run(x)[0]
+        return gdn_forward(self, x)[0]  # (b, t, dim)
 
     def step(self, x: torch.Tensor, conv_window: torch.Tensor | None = None,
              state: torch.Tensor | None = None, start_pos: int = 0):
@@ -166,10 +168,14 @@ class GatedDeltaNet(nn.Module):
         ``conv_window`` (b, inner, d_conv - 1) and ``state`` (b, h, s, d) fp32; None means
         the sequence starts here. Returns ``(y, conv_window, state)``; ``start_pos`` is the
         position of x's first token (for RoPE)."""
-        if conv_window is None:
-            conv_window = x.new_zeros(x.shape[0], self.config.gdn_d_inner,
-                                      self.config.gdn_d_conv - 1)
-        return self._run(x, conv_window, state, start_pos, keep_state=True)
+        return gdn_forward(self, x, conv_window=self.window(x, conv_window), state=state,
+                           start_pos=start_pos, keep_state=True)
+
+    def window(self, x: torch.Tensor, conv_window: torch.Tensor | None) -> torch.Tensor:
+        """``conv_window``, or the empty history (b, inner, d_conv - 1) of a new sequence."""
+        if conv_window is not None:
+            return conv_window
+        return x.new_zeros(x.shape[0], self.config.gdn_d_inner, self.config.gdn_d_conv - 1)
 
     def prepare(self, x: torch.Tensor, conv_window: torch.Tensor | None = None,
                 start_pos: int = 0):
@@ -187,8 +193,23 @@ class GatedDeltaNet(nn.Module):
         o = o * out_gate[..., None]
         return self.out_proj(rearrange(o, "b t h d -> b t (h d)")) + self.skip_proj(x)
 
-    def _run(self, x, conv_window=None, state=None, start_pos=0, keep_state=False):
-        v, b, c, g, A, beta, out_gate, conv_window = self.prepare(x, conv_window, start_pos)
-        o, state = recurrence(self.rule, v, b, c, g, A, beta, state, keep_state,
-                              self.config.gdn_backend)  # (b t h d)
-        return self.finish(o, v, out_gate, x), conv_window, state  # (b, t, dim)
+
+def gdn_forward(mixer: GatedDeltaNet, x: torch.Tensor, *, norm: nn.Module | None = None,
+                residual: bool = False, conv_window: torch.Tensor | None = None,
+                state: torch.Tensor | None = None, start_pos: int = 0,
+                keep_state: bool = False):
+    """The GDN layer on x (b, t, dim): h = norm(x) (x without a norm), ``mixer.prepare(h)``,
+    the recurrence, ``mixer.finish``, then + x with ``residual``. Returns
+    ``(y (b, t, dim), conv_window, final state or None)``.
+
+    The mixer alone (``norm=None``) and the block (its norm, and the residual add under
+    ``gdn_residual="identity"``) both run this function, eagerly or compiled
+    (``gdn_impl``). It stays one frame so that compile, which stops at the recurrence
+    (``torch.compiler.disable``), cuts a block into two graphs, before and after it; a stop
+    inside a nested call would cut it into four."""
+    h = x if norm is None else norm(x)  # (b, t, dim)
+    v, b, c, g, A, beta, out_gate, conv_window = mixer.prepare(h, conv_window, start_pos)
+    o, state = recurrence(mixer.rule, v, b, c, g, A, beta, state, keep_state,
+                          mixer.config.gdn_backend)  # (b, t, h, d)
+    y = mixer.finish(o, v, out_gate, h)  # (b, t, dim)
+    return (x + y if residual else y), conv_window, state

@@ -16,7 +16,8 @@ from hymo_mini.choices import did_you_mean
 from hymo_mini.loss import LOSS_IMPLS
 from hymo_mini.ops import RULES
 
-__all__ = ["ConfigError", "ModelConfig", "did_you_mean", "GDN_IMPLS"]
+__all__ = ["ConfigError", "ModelConfig", "did_you_mean", "GDN_IMPLS", "require",
+           "require_positive", "require_integers", "require_one_of"]
 
 GDN_IMPLS = ("auto", "eager", "compiled")  # ModelConfig.gdn_impl: see hymo_mini.blocks
 MLA_IMPLS = GDN_IMPLS  # ModelConfig.mla_impl: the same three, for the attention sublayer
@@ -27,34 +28,38 @@ class ConfigError(ValueError):
     """A configuration value is invalid. The message names the field."""
 
 
-def _require(ok: bool, name: str, message: str) -> None:
+def require(ok: bool, name: str, message: str) -> None:
+    """Raise ``ConfigError("{name}: {message}")`` unless ``ok``."""
     if not ok:
         raise ConfigError(f"{name}: {message}")
 
 
-def _positive(obj: Any, *names: str) -> None:
+def require_positive(obj: Any, *names: str) -> None:
+    """Each named field of ``obj`` is a number above 0."""
     for name in names:
         value = getattr(obj, name)
-        _require(
+        require(
             isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
             f"{type(obj).__name__}.{name}",
             f"must be a positive number, got {value!r}",
         )
 
 
-def _integers(obj: Any, *names: str) -> None:
+def require_integers(obj: Any, *names: str) -> None:
+    """Each named field of ``obj`` is an integer (not a bool)."""
     for name in names:
         value = getattr(obj, name)
-        _require(
+        require(
             isinstance(value, int) and not isinstance(value, bool),
             f"{type(obj).__name__}.{name}",
             f"must be an integer, got {value!r}",
         )
 
 
-def _one_of(value: Any, name: str, choices) -> None:
-    _require(value in choices, name, f"must be one of {', '.join(map(repr, choices))}, "
-             f"got {value!r}{did_you_mean(value, choices)}")
+def require_one_of(value: Any, name: str, choices) -> None:
+    """``value`` is one of ``choices``; the error names the nearest."""
+    require(value in choices, name, f"must be one of {', '.join(map(repr, choices))}, "
+            f"got {value!r}{did_you_mean(value, choices)}")
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,7 @@ class ModelConfig:
     load_ema_alpha: float = 0.001  # EMA rate of each expert's load
     load_deadband: float = 0.05  # no bias change while load is within ±5% of uniform
     bias_update_rate: float = 0.001  # step of the aux-loss-free routing bias (ours)
-    moe_impl: str = "auto"  # "loop" | "grouped" | "padded" | "auto": see hymo_mini.moe_dispatch
+    moe_impl: str = "auto"  # "loop" | "grouped" | "padded" | "auto": see hymo_mini.moe.dispatch
     swiglu_impl: str = "auto"  # every SwiGLU's silu(a) * b: "eager" | "compiled" | "auto" (ffn)
 
     # MTP (section 9)
@@ -122,7 +127,7 @@ class ModelConfig:
         if isinstance(self.mtp_loss_weights, list):
             object.__setattr__(self, "mtp_loss_weights", tuple(self.mtp_loss_weights))
         name = "ModelConfig"
-        _integers(
+        require_integers(
             self, "vocab_size", "dim", "n_layers", "mla_every", "max_seq_len",
             "n_heads", "n_kv_groups", "head_dim", "qk_rope_head_dim", "v_head_dim",
             "q_lora_rank", "kv_lora_rank", "gdn_d_inner", "gdn_headdim", "gdn_d_state",
@@ -130,7 +135,7 @@ class ModelConfig:
             "n_activated_experts", "moe_inter_dim", "mtp_depth", "mtp_inter_dim", "hc_mult",
             "hc_sinkhorn_iters",
         )
-        _positive(
+        require_positive(
             self, "vocab_size", "dim", "n_layers", "max_seq_len", "norm_eps",
             "n_heads", "n_kv_groups", "head_dim", "v_head_dim", "q_lora_rank",
             "kv_lora_rank", "rope_theta", "gdn_d_inner", "gdn_headdim", "gdn_d_state",
@@ -141,46 +146,46 @@ class ModelConfig:
         for non_negative in ("mla_every", "n_shared_experts", "mtp_depth",
                              "logit_softcap", "load_deadband", "qk_rope_head_dim",
                              "gdn_rope_dim"):
-            _require(getattr(self, non_negative) >= 0, f"{name}.{non_negative}",
-                     f"must be >= 0, got {getattr(self, non_negative)!r}")
-        _one_of(self.mla_position, f"{name}.mla_position", ("first", "last"))
-        _require(self.n_heads % self.n_kv_groups == 0, f"{name}.n_kv_groups",
-                 f"n_heads={self.n_heads} must be divisible by n_kv_groups={self.n_kv_groups}")
-        _require(self.qk_rope_head_dim % 2 == 0, f"{name}.qk_rope_head_dim",
-                 "RoPE rotates pairs of dimensions, so it must be even, "
-                 f"got {self.qk_rope_head_dim}")
-        _require(self.qk_rope_head_dim <= self.head_dim, f"{name}.qk_rope_head_dim",
-                 f"must not exceed head_dim={self.head_dim}, got {self.qk_rope_head_dim}")
-        _require(self.gdn_d_inner % self.gdn_headdim == 0, f"{name}.gdn_d_inner",
-                 f"must be divisible by gdn_headdim={self.gdn_headdim}, got {self.gdn_d_inner}")
-        _require(self.gdn_rope_dim % 2 == 0, f"{name}.gdn_rope_dim",
-                 f"RoPE rotates pairs of dimensions, so it must be even, got {self.gdn_rope_dim}")
-        _require(self.gdn_rope_dim <= self.gdn_d_state, f"{name}.gdn_rope_dim",
-                 f"must not exceed gdn_d_state={self.gdn_d_state}, got {self.gdn_rope_dim}")
-        _one_of(self.gdn_residual, f"{name}.gdn_residual", ("identity", "document"))
-        _one_of(self.gdn_rule, f"{name}.gdn_rule", tuple(RULES))
+            require(getattr(self, non_negative) >= 0, f"{name}.{non_negative}",
+                    f"must be >= 0, got {getattr(self, non_negative)!r}")
+        require_one_of(self.mla_position, f"{name}.mla_position", ("first", "last"))
+        require(self.n_heads % self.n_kv_groups == 0, f"{name}.n_kv_groups",
+                f"n_heads={self.n_heads} must be divisible by n_kv_groups={self.n_kv_groups}")
+        require(self.qk_rope_head_dim % 2 == 0, f"{name}.qk_rope_head_dim",
+                "RoPE rotates pairs of dimensions, so it must be even, "
+                f"got {self.qk_rope_head_dim}")
+        require(self.qk_rope_head_dim <= self.head_dim, f"{name}.qk_rope_head_dim",
+                f"must not exceed head_dim={self.head_dim}, got {self.qk_rope_head_dim}")
+        require(self.gdn_d_inner % self.gdn_headdim == 0, f"{name}.gdn_d_inner",
+                f"must be divisible by gdn_headdim={self.gdn_headdim}, got {self.gdn_d_inner}")
+        require(self.gdn_rope_dim % 2 == 0, f"{name}.gdn_rope_dim",
+                f"RoPE rotates pairs of dimensions, so it must be even, got {self.gdn_rope_dim}")
+        require(self.gdn_rope_dim <= self.gdn_d_state, f"{name}.gdn_rope_dim",
+                f"must not exceed gdn_d_state={self.gdn_d_state}, got {self.gdn_rope_dim}")
+        require_one_of(self.gdn_residual, f"{name}.gdn_residual", ("identity", "document"))
+        require_one_of(self.gdn_rule, f"{name}.gdn_rule", tuple(RULES))
         backends = ("auto",) + RULES[self.gdn_rule]
-        _require(self.gdn_backend in backends, f"{name}.gdn_backend",
-                 f"the {self.gdn_rule!r} rule has the backends "
-                 f"{', '.join(map(repr, backends))}; got {self.gdn_backend!r}"
-                 + did_you_mean(self.gdn_backend, backends))
-        _one_of(self.embed_init, f"{name}.embed_init", ("scaled", "torch"))
-        _one_of(self.moe_impl, f"{name}.moe_impl", ("auto", "loop", "grouped", "padded"))
-        _one_of(self.loss_impl, f"{name}.loss_impl", LOSS_IMPLS)
-        _one_of(self.gdn_impl, f"{name}.gdn_impl", GDN_IMPLS)
-        _one_of(self.mla_impl, f"{name}.mla_impl", MLA_IMPLS)
-        _one_of(self.swiglu_impl, f"{name}.swiglu_impl", SWIGLU_IMPLS)
-        _require(self.n_activated_experts <= self.n_routed_experts, f"{name}.n_activated_experts",
-                 f"top-k={self.n_activated_experts} cannot exceed "
-                 f"n_routed_experts={self.n_routed_experts}")
-        _require(len(self.mtp_loss_weights) == self.mtp_depth, f"{name}.mtp_loss_weights",
-                 f"needs one weight per MTP depth ({self.mtp_depth}), got "
-                 f"{len(self.mtp_loss_weights)}: {self.mtp_loss_weights!r}")
-        _require(all(isinstance(w, (int, float)) and w >= 0 for w in self.mtp_loss_weights),
-                 f"{name}.mtp_loss_weights",
-                 f"weights must be non-negative numbers, got {self.mtp_loss_weights!r}")
-        _require(self.load_ema_alpha <= 1, f"{name}.load_ema_alpha",
-                 f"must be in (0, 1], got {self.load_ema_alpha}")
+        require(self.gdn_backend in backends, f"{name}.gdn_backend",
+                f"the {self.gdn_rule!r} rule has the backends "
+                f"{', '.join(map(repr, backends))}; got {self.gdn_backend!r}"
+                + did_you_mean(self.gdn_backend, backends))
+        require_one_of(self.embed_init, f"{name}.embed_init", ("scaled", "torch"))
+        require_one_of(self.moe_impl, f"{name}.moe_impl", ("auto", "loop", "grouped", "padded"))
+        require_one_of(self.loss_impl, f"{name}.loss_impl", LOSS_IMPLS)
+        require_one_of(self.gdn_impl, f"{name}.gdn_impl", GDN_IMPLS)
+        require_one_of(self.mla_impl, f"{name}.mla_impl", MLA_IMPLS)
+        require_one_of(self.swiglu_impl, f"{name}.swiglu_impl", SWIGLU_IMPLS)
+        require(self.n_activated_experts <= self.n_routed_experts, f"{name}.n_activated_experts",
+                f"top-k={self.n_activated_experts} cannot exceed "
+                f"n_routed_experts={self.n_routed_experts}")
+        require(len(self.mtp_loss_weights) == self.mtp_depth, f"{name}.mtp_loss_weights",
+                f"needs one weight per MTP depth ({self.mtp_depth}), got "
+                f"{len(self.mtp_loss_weights)}: {self.mtp_loss_weights!r}")
+        require(all(isinstance(w, (int, float)) and w >= 0 for w in self.mtp_loss_weights),
+                f"{name}.mtp_loss_weights",
+                f"weights must be non-negative numbers, got {self.mtp_loss_weights!r}")
+        require(self.load_ema_alpha <= 1, f"{name}.load_ema_alpha",
+                f"must be in (0, 1], got {self.load_ema_alpha}")
 
     # ---- derived fields -------------------------------------------------------
     @property

@@ -60,6 +60,26 @@ def test_compiled_block_equals_eager_forward_and_backward(aot_eager):
     assert_same(got_loss, got, ref_loss, ref)
 
 
+@pytest.mark.parametrize("residual", ["identity", "document"])
+def test_the_block_the_mixer_and_decoding_run_one_function(aot_eager, residual):
+    """gdn_forward is the GDN layer's one code path: the eager block is x + mixer(norm(x))
+    (or mixer(x) for the document's block), the compiled block equals it in two graphs, and
+    a sequence decoded from the start in one step equals the forward."""
+    config = replace(load_config("hymo_mini").model, n_layers=1, mla_every=0,
+                     max_seq_len=64, gdn_residual=residual)
+    torch.manual_seed(0)
+    block = GDNBlock(config)
+    x = torch.randn(2, 11, config.dim)
+    eager = block(x)
+    by_hand = x + block.mixer(block.norm(x)) if residual == "identity" else block.mixer(x)
+    assert rel(eager, by_hand) < 1e-6
+    block.impl = "compiled"
+    assert rel(block(x), eager) < 1e-6
+    assert counters["stats"]["unique_graphs"] == 2  # before the recurrence, after it
+    decoded, _, _ = block.step(x)
+    assert rel(decoded, eager) < 1e-5
+
+
 @pytest.mark.parametrize("field, mla_every", [("gdn_impl", 0), ("mla_impl", 1)])
 def test_auto_is_eager_on_cpu_and_bad_names_are_errors(field, mla_every):
     from hymo_mini.blocks import MLABlock

@@ -12,7 +12,7 @@ import torch
 from test_moe_rows import routing_like
 
 from hymo_mini import launching
-from hymo_mini.moe_rows import combine_rows, gather_rows, row_maps
+from hymo_mini.moe.dispatch import combine_rows, gather_rows, row_maps
 
 pytestmark = pytest.mark.triton
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -14,12 +14,13 @@ from torch._dynamo.utils import counters
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from hymo_mini import compiling, moe_dispatch
+from hymo_mini import compiling
 from hymo_mini.config import ConfigError, ModelConfig, load_config
 from hymo_mini.ffn import SwiGLU, activation_for, swiglu_activation, swiglu_param_count
 from hymo_mini.model import build_hymo
-from hymo_mini.moe import DeepSeekMoE, moe_param_counts
-from hymo_mini.moe_dispatch import RoutedExperts, queue_positions, resolve_impl, swiglu
+from hymo_mini.moe import DeepSeekMoE, RoutedExperts, dispatch, moe_param_counts, queue_positions
+from hymo_mini.moe.dispatch import resolve_impl
+from hymo_mini.moe.layer import swiglu
 
 FAST = ["grouped", "padded"]
 
@@ -123,18 +124,6 @@ def test_expert_view_is_a_swiglu_on_the_stack():
     assert experts.w1.grad[0].abs().sum() == 0 == experts.w3.grad[2].abs().sum()
     with pytest.raises(IndexError, match=r"\[0, 3\)"):
         experts.expert(3)
-
-
-def test_checkpoints_with_separate_expert_modules_load(config):
-    moe = DeepSeekMoE(config)
-    state = {k: v for k, v in moe.state_dict().items() if not k.startswith("experts.")}
-    for e in range(config.n_routed_experts):
-        for name in ("w1", "w3", "w2"):
-            state[f"experts.{e}.{name}.weight"] = getattr(moe.experts, name)[e].clone()
-    fresh = DeepSeekMoE(config)
-    fresh.load_state_dict(state)  # strict: every key used, none missing
-    for name in ("w1", "w3", "w2"):
-        assert torch.equal(getattr(fresh.experts, name), getattr(moe.experts, name))
 
 
 def test_shapes_and_param_count(config):
@@ -274,7 +263,7 @@ def _grouped_fwd_bwd(moe, x, grad, recompute, autocast):
     combine = r.combine.detach().requires_grad_(True)
     r = replace(r, combine=combine)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        y = moe_dispatch.routed_grouped(x, r, moe.experts, recompute=recompute)
+        y = dispatch.routed_grouped(x, r, moe.experts, recompute=recompute)
     with OpCounter() as ops:
         y.backward(grad.to(y.dtype))
     names = ("w1", "w3", "w2")
@@ -295,7 +284,7 @@ class OpCounter(TorchDispatchMode):
 
 
 NO_CPU_GROUPED_MM = pytest.mark.skipif(
-    not moe_dispatch.grouped_mm_supported(torch.device("cpu"), torch.bfloat16, 64, 128),
+    not dispatch.grouped_mm_supported(torch.device("cpu"), torch.bfloat16, 64, 128),
     reason="this torch has no CPU _grouped_mm")
 
 
@@ -330,7 +319,7 @@ def test_grouped_path_keeps_the_cast_weights():
     x = torch.randn(16, moe.config.dim, requires_grad=True)
     r = moe.route(x.detach())
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        y = moe_dispatch.routed_grouped(x, r, moe.experts, recompute=True)
+        y = dispatch.routed_grouped(x, r, moe.experts, recompute=True)
 
     def saved_weights(y):
         nodes, seen, out = [y.grad_fn], set(), []
@@ -496,8 +485,8 @@ def test_cuda_rule_for_grouped_mm(monkeypatch):
                                         ((10, 0), torch.bfloat16, False),
                                         ((8, 0), torch.bfloat16, False)]:
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device, c=capability: c)
-        assert moe_dispatch.grouped_mm_supported(cuda, dtype, 896, 2304) == expected
-    assert not moe_dispatch.grouped_mm_supported(cuda, torch.bfloat16, 896, 2300)
+        assert dispatch.grouped_mm_supported(cuda, dtype, 896, 2304) == expected
+    assert not dispatch.grouped_mm_supported(cuda, torch.bfloat16, 896, 2300)
 
 
 def test_training_step_reads_no_values_on_meta(config):
@@ -511,7 +500,7 @@ def test_training_step_reads_no_values_on_meta(config):
     moe.update_bias()
     r = moe.route(x)
     xs = x.detach().reshape(32, config.dim).bfloat16()
-    y = moe_dispatch.routed_grouped(xs, r, moe.experts.bfloat16())
+    y = dispatch.routed_grouped(xs, r, moe.experts.bfloat16())
     assert y.shape == (32, config.dim) and y.is_meta
 
 
@@ -672,7 +661,7 @@ def test_the_grouped_mm_probe_runs_inside_a_checkpointed_forward():
     """The first forward decides whether torch._grouped_mm runs here; when that forward is
     checkpointed, the probe's own tensors must not count as the layer's saved tensors."""
     from hymo_mini.model import build_hymo
-    from hymo_mini.moe_dispatch import _cpu_grouped_mm_runs
+    from hymo_mini.moe.dispatch import _cpu_grouped_mm_runs
 
     _cpu_grouped_mm_runs.cache_clear()
     model = build_hymo(replace(load_config("hymo_mini").model, moe_impl="auto", n_layers=4))
@@ -687,7 +676,7 @@ def test_the_grouped_mm_probe_runs_inside_a_checkpointed_forward():
 def test_the_grouped_mm_probe_does_not_depend_on_the_first_callers_grad_mode(context):
     """A first forward under no_grad (evaluation, a figure) must not make the probe fail
     and cache "no kernel" for the rest of the process."""
-    from hymo_mini.moe_dispatch import _cpu_grouped_mm_runs
+    from hymo_mini.moe.dispatch import _cpu_grouped_mm_runs
 
     _cpu_grouped_mm_runs.cache_clear()
     expected = _cpu_grouped_mm_runs(torch.float32)

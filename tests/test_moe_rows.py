@@ -1,4 +1,4 @@
-"""The grouped MoE path's row shuffles (hymo_mini.moe_rows): the Triton kernels, run in
+"""The grouped MoE path's row shuffles (hymo_mini.moe.dispatch): the Triton kernels, run in
 the interpreter, against the PyTorch chain, forward and backward; and the grouped path
 with the kernels against the expert loop."""
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 from test_moe import decisive, rel_err, run, with_impl
 
-from hymo_mini import moe_dispatch
 from hymo_mini.config import load_config
-from hymo_mini.moe_rows import combine_rows, gather_rows, resolve_rows_backend, row_maps
+from hymo_mini.moe import dispatch
+from hymo_mini.moe.dispatch import combine_rows, gather_rows, resolve_rows_backend, row_maps
 
 pytestmark = pytest.mark.triton
 # the kernels run where they can: a CUDA GPU, else the interpreter (conftest)
@@ -91,14 +91,14 @@ def test_backend_choice():
         resolve_rows_backend("x", cpu)
 
 
-@pytest.mark.skipif(DEVICE == "cpu" and not moe_dispatch.grouped_mm_supported(
+@pytest.mark.skipif(DEVICE == "cpu" and not dispatch.grouped_mm_supported(
     torch.device("cpu"), torch.bfloat16, 64, 128), reason="this torch has no CPU _grouped_mm")
 @pytest.mark.parametrize("capacity_factor", [0.3, 8.0])
 @pytest.mark.parametrize("autocast", [False, True])
 def test_grouped_path_with_the_kernels_equals_the_loop(monkeypatch, capacity_factor, autocast):
     if DEVICE == "cuda" and not autocast:
         pytest.skip("the CUDA grouped product takes bf16 only")
-    monkeypatch.setattr(moe_dispatch, "ROWS_BACKEND", "triton")
+    monkeypatch.setattr(dispatch, "ROWS_BACKEND", "triton")
     config = load_config("hymo_mini").model
     moe = decisive(config, capacity_factor).to(DEVICE)
     x = torch.randn(3, 11, config.dim).to(DEVICE)

@@ -115,10 +115,10 @@ def test_the_shared_loop_calls_each_part_on_schedule():
     """The loop both train() and train_distributed() run: every step draws its batches and
     steps once, in order, from the resumed step; evaluation every eval_every and at the end;
     every step's losses reach the history."""
-    from hymo_mini.train.loop import _Log, _loop, _Run
+    from hymo_mini.train.loop import RunState, TrainingLog, run_steps
 
     cfg = tiny_config(max_steps=10, eval_every=4, log_every=3)
-    run = _Run(cfg, torch.nn.Linear(1, 1), None, None, torch.device("cpu"), steps=9, start=2)
+    run = RunState(cfg, torch.nn.Linear(1, 1), None, None, torch.device("cpu"), steps=9, start=2)
     calls = []
 
     def optimizer_step(run_, step, batches):
@@ -129,8 +129,8 @@ def test_the_shared_loop_calls_each_part_on_schedule():
     def evaluate_and_save(done):
         calls.append(("eval", done))
 
-    log = _Log(run, progress=False, print_every=None)
-    _loop(run, log, lambda step: [step], optimizer_step, evaluate_and_save)
+    log = TrainingLog(run, progress=False, print_every=None)
+    run_steps(run, log, lambda step: [step], optimizer_step, evaluate_and_save)
     assert calls == [("step", 2), ("step", 3), ("eval", 4), ("step", 4), ("step", 5),
                      ("step", 6), ("step", 7), ("eval", 8), ("step", 8), ("eval", 9)]
     h = run.history

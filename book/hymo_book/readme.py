@@ -97,7 +97,7 @@ def _step_text(step: dict, spread: list[dict]) -> list[str]:
     kernels = [g["profile"]["kernel_ms_per_step"] for g in gla]
     return [
         f"In one run, the fast path is {fast / ref:.2f}× the reference path's tokens/s; "
-        f"replayed as one CUDA graph (`hymo_mini.train.cuda_graph`), {graph / ref:.2f}×, at "
+        f"replayed as one CUDA graph (`benchmarks/cuda_graph.py`), {graph / ref:.2f}×, at "
         f"{100 * c['hybrid_fast_graph_b4t4096']['mfu']:.1f}% MFU and a {peak:.1f} GiB peak "
         "(3×, 35% MFU and 40 GiB were the aims). Against the peers at hymo's active size, "
         f"{graph / llama_m:.2f}× Llama's and {graph / gla_m:.2f}× fla GLA's; against Llama at "

@@ -2,7 +2,6 @@
 
     loop.py        the optimizer step, logging, evaluation (``train``, ``evaluate``)
     checkpoint.py  atomic, config-checked checkpoints
-    cuda_graph.py  ``GraphedStep``: a whole step recorded once as a CUDA graph and replayed
     __main__.py    ``python -m hymo_mini.train`` (the same as ``hymo-mini train``)
 
 On several processes (``torchrun --nproc-per-node N -m hymo_mini.train``), with FSDP2:

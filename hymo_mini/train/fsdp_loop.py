@@ -1,6 +1,6 @@
 """The training loop on several processes: :func:`train_distributed`.
 
-The loop of :func:`hymo_mini.train.train` itself (``loop._loop``, which both run), with
+The loop of :func:`hymo_mini.train.train` itself (``loop.run_steps``, which both run), with
 four differences in the parts it is given:
 
     batch      this rank's rows of the global batch one process would draw    (rank_rows)
@@ -41,14 +41,14 @@ from hymo_mini.train.distributed import (
     sum_expert_counts,
 )
 from hymo_mini.train.loop import (
+    RunState,
+    TrainingLog,
     TrainResult,
-    _check_sizes,
-    _check_steps,
-    _Log,
-    _loop,
-    _result,
-    _Run,
-    _schedule_lr,
+    check_sizes,
+    check_steps,
+    run_steps,
+    set_learning_rate,
+    train_result,
 )
 
 __all__ = ["train_distributed", "check_resume"]
@@ -79,21 +79,21 @@ def check_resume(config: HyMoConfig, out_dir, resume: bool, steps: int):
     return folder, meta
 
 
-def _prepare(config, corpus, world: World, steps, out_dir, resume, checkpointing) -> _Run:
+def _prepare(config, corpus, world: World, steps, out_dir, resume, checkpointing) -> RunState:
     """Check everything that can be checked alone (the same answer on every rank, so no
     rank waits for another that stopped), agree, then build and shard."""
     tc = config.training
-    steps = _check_steps(config, steps)
+    steps = check_steps(config, steps)
     check_batch(config, world.size)
     corpus = load_corpus() if corpus is None else corpus
-    _check_sizes(config, corpus)
+    check_sizes(config, corpus)
     folder, meta = check_resume(config, out_dir, resume, steps)
     agree(world, config=config_to_dict(config), corpus=_corpus_digest(corpus), steps=steps,
           resume=None if folder is None else folder.name)
     torch.manual_seed(config.run.seed)  # the same initial weights as one process
     model = shard_model(build_hymo(config), world, bf16=tc.dtype == "bfloat16",
                         activation_checkpointing=checkpointing)
-    run = _Run(config, model, build_optimizer(model, config.optimizer),
+    run = RunState(config, model, build_optimizer(model, config.optimizer),
                corpus.to(world.device), world.device, steps)
     if folder is not None:
         load_dcp(folder, run.model, run.optimizer)
@@ -101,7 +101,7 @@ def _prepare(config, corpus, world: World, steps, out_dir, resume, checkpointing
     return run
 
 
-def _batches(run: _Run, world: World, step: int) -> list[torch.Tensor]:
+def _batches(run: RunState, world: World, step: int) -> list[torch.Tensor]:
     """This rank's rows of the ``grad_accum_steps`` micro-batches of step ``step``."""
     tc, rows = run.config.training, rank_rows(run.config.training.batch_size, world)
     return [run.corpus.batch(step * tc.grad_accum_steps + i, tc.batch_size, tc.seq_len,
@@ -109,10 +109,10 @@ def _batches(run: _Run, world: World, step: int) -> list[torch.Tensor]:
             for i in range(tc.grad_accum_steps)]
 
 
-def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
+def _optimizer_step(run: RunState, step: int, batches: list[torch.Tensor]):
     """One optimizer step on this rank's rows; returns the losses averaged over ranks."""
     tc, config = run.config.training, run.config
-    lr = _schedule_lr(run, step)
+    lr = set_learning_rate(run, step)
     losses = None
     for batch in batches:
         total, parts = run.model.loss(batch)  # FSDP's policy sets the compute dtype
@@ -131,7 +131,7 @@ def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
 
 
 @torch.no_grad()
-def _evaluate(run: _Run, val_batches: list[torch.Tensor]) -> float:
+def _evaluate(run: RunState, val_batches: list[torch.Tensor]) -> float:
     """Mean main loss over the validation batches (this rank's rows), averaged over ranks."""
     run.model.eval()
     losses = torch.stack([run.model.loss(batch)[1]["main"] for batch in val_batches])
@@ -166,7 +166,7 @@ def train_distributed(config: HyMoConfig, world: World, corpus: ByteCorpus | Non
     rows = rank_rows(tc.batch_size, world)
     val_batches = [b[rows] for b in run.corpus.val_batches(tc.eval_batches, tc.batch_size,
                                                              tc.seq_len)]
-    log = _Log(run, progress and lead, print_every if lead else None)
+    log = TrainingLog(run, progress and lead, print_every if lead else None)
     barrier(world, "every rank built its shards", timeout_s)
 
     def evaluate_and_save(done: int) -> None:
@@ -174,8 +174,8 @@ def train_distributed(config: HyMoConfig, world: World, corpus: ByteCorpus | Non
             barrier(world, f"checkpoint at step {done}", timeout_s)
         _evaluate_and_save(run, log, val_batches, done, out_dir, keep)
 
-    _loop(run, log, lambda step: _batches(run, world, step), _optimizer_step,
+    run_steps(run, log, lambda step: _batches(run, world, step), _optimizer_step,
           evaluate_and_save)
     if out_dir is not None and lead:
         (Path(out_dir) / "history.json").write_text(json.dumps(run.history))
-    return _result(run, log, resume)
+    return train_result(run, log, resume)

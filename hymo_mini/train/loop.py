@@ -11,6 +11,13 @@ function of ``(run.seed, step)`` (see :mod:`hymo_mini.data`), and a checkpoint h
 everything else the loop depends on, so a resumed run continues the same loss curve.
 Losses stay on the device until a log step, so the loop syncs with a GPU once per
 ``log_every`` steps, not once per step.
+
+The distributed loop (:mod:`hymo_mini.train.fsdp_loop`) runs the same steps with its own
+batches, optimizer step and evaluation, through the parts here they share: the checks
+(:func:`check_steps`, :func:`check_sizes`), what a run carries (:class:`RunState`), the
+learning rate of a step (:func:`set_learning_rate`), the history and timings
+(:class:`TrainingLog`), the loop over steps (:func:`run_steps`) and the result
+(:func:`train_result`).
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from hymo_mini.optim import build_optimizer, clip_and_step
 from hymo_mini.optim.schedule import wsd_multiplier
 from hymo_mini.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
-__all__ = ["TrainResult", "evaluate", "train"]
+__all__ = ["TrainResult", "evaluate", "train", "RunState", "TrainingLog", "check_steps",
+           "check_sizes", "set_learning_rate", "run_steps", "train_result"]
 
 
 @dataclass
@@ -43,7 +51,7 @@ class TrainResult:
     resumed_from: int | None = None  # the checkpoint's step, when the run resumed
 
 
-def _check_sizes(config: HyMoConfig, corpus: ByteCorpus) -> None:
+def check_sizes(config: HyMoConfig, corpus: ByteCorpus) -> None:
     t, m = config.training, config.model
     if t.seq_len + 1 > m.max_seq_len:
         raise ConfigError(f"TrainingConfig.seq_len: the loss reads seq_len + 1 = {t.seq_len + 1} "
@@ -81,7 +89,7 @@ def evaluate(model, batches, config: HyMoConfig, device) -> float:
 
 
 @dataclass
-class _Run:
+class RunState:
     """What the loop carries from step to step."""
 
     config: HyMoConfig
@@ -97,7 +105,7 @@ class _Run:
     ckpt_path: Path | None = None
 
 
-def _check_steps(config: HyMoConfig, steps: int | None) -> int:
+def check_steps(config: HyMoConfig, steps: int | None) -> int:
     """``steps`` (default ``training.max_steps``), checked to lie in [1, max_steps]."""
     max_steps = config.training.max_steps
     steps = max_steps if steps is None else steps
@@ -107,15 +115,15 @@ def _check_steps(config: HyMoConfig, steps: int | None) -> int:
     return steps
 
 
-def _prepare(config, corpus, steps, out_dir, resume, device, model) -> _Run:
+def _prepare(config, corpus, steps, out_dir, resume, device, model) -> RunState:
     tc = config.training
-    steps = _check_steps(config, steps)
+    steps = check_steps(config, steps)
     corpus = load_corpus() if corpus is None else corpus
-    _check_sizes(config, corpus)
+    check_sizes(config, corpus)
     device = torch.device(device)
     torch.manual_seed(config.run.seed)
     model = (build_hymo(config) if model is None else model).to(device)
-    run = _Run(config, model, build_optimizer(model, config.optimizer),
+    run = RunState(config, model, build_optimizer(model, config.optimizer),
                corpus.to(device), device, steps)  # batches are cut on the device
     run.ckpt_path = None if out_dir is None else Path(out_dir) / "checkpoint.pt"
     if resume:
@@ -131,7 +139,7 @@ def _prepare(config, corpus, steps, out_dir, resume, device, model) -> _Run:
     return run
 
 
-def _batches(run: _Run, step: int) -> list[torch.Tensor]:
+def _batches(run: RunState, step: int) -> list[torch.Tensor]:
     """The ``grad_accum_steps`` micro-batches of optimizer step ``step``."""
     tc = run.config.training
     return [run.corpus.batch(step * tc.grad_accum_steps + i, tc.batch_size, tc.seq_len,
@@ -143,7 +151,7 @@ def _tokens_per_step(config: HyMoConfig) -> int:
     return tc.batch_size * tc.seq_len * tc.grad_accum_steps
 
 
-def _schedule_lr(run: _Run, step: int) -> float:
+def set_learning_rate(run: RunState, step: int) -> float:
     """Set every group's learning rate for step ``step`` (WSD); returns the logged rate."""
     tc, config = run.config.training, run.config
     lr_scale = wsd_multiplier(step, tc.max_steps, config.scheduler)
@@ -152,11 +160,11 @@ def _schedule_lr(run: _Run, step: int) -> float:
     return config.optimizer.lr * lr_scale
 
 
-def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
+def _optimizer_step(run: RunState, step: int, batches: list[torch.Tensor]):
     """One optimizer step over the micro-batches; the losses stay on the device.
     Returns (loss, parts, grad_norm, lr)."""
     tc, config = run.config.training, run.config
-    lr = _schedule_lr(run, step)
+    lr = set_learning_rate(run, step)
     loss, parts = 0.0, {}
     for batch in batches:
         with _autocast(config, run.device):
@@ -171,10 +179,10 @@ def _optimizer_step(run: _Run, step: int, batches: list[torch.Tensor]):
     return loss, parts, grad_norm.detach(), lr
 
 
-class _Log:
+class TrainingLog:
     """The history, the progress bar, printing and the time spent on each part."""
 
-    def __init__(self, run: _Run, progress: bool, print_every: int | None):
+    def __init__(self, run: RunState, progress: bool, print_every: int | None):
         self.run, self.print_every = run, print_every
         self.pending: list = []
         self.seconds = {"data": 0.0, "compute": 0.0, "log": 0.0, "eval": 0.0}
@@ -242,7 +250,7 @@ class _Log:
                 "window_tokens_per_s": self.windows}  # one per log interval, no evaluation
 
 
-def _evaluate_and_save(run: _Run, log: _Log, val_batches, done: int) -> None:
+def _evaluate_and_save(run: RunState, log: TrainingLog, val_batches, done: int) -> None:
     run.history["val_step"].append(done)
     run.history["val_loss"].append(evaluate(run.model, val_batches, run.config, run.device))
     if run.ckpt_path is not None:  # a crash loses at most eval_every steps
@@ -250,7 +258,7 @@ def _evaluate_and_save(run: _Run, log: _Log, val_batches, done: int) -> None:
         save_checkpoint(run.ckpt_path, run.model, run.optimizer, done, run.history, run.config)
 
 
-def _loop(run: _Run, log: _Log, batches, optimizer_step, evaluate_and_save) -> None:
+def run_steps(run: RunState, log: TrainingLog, batches, optimizer_step, evaluate_and_save) -> None:
     """Steps ``run.start`` to ``run.steps``, shared by one process and N: ``batches(step)``,
     ``optimizer_step(run, step, batches)`` → (loss, parts, grad_norm, lr) on the device, a
     log step every ``log_every``, ``evaluate_and_save(done)`` every ``eval_every`` and last."""
@@ -279,7 +287,7 @@ def _loop(run: _Run, log: _Log, batches, optimizer_step, evaluate_and_save) -> N
         log.bar.close()
 
 
-def _result(run: _Run, log: _Log, resume: bool) -> TrainResult:
+def train_result(run: RunState, log: TrainingLog, resume: bool) -> TrainResult:
     return TrainResult(model=run.model, history=run.history, stats=log.stats(),
                        checkpoint=run.ckpt_path, optimizer=run.optimizer,
                        resumed_from=run.start if resume else None)
@@ -300,9 +308,9 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
     run = _prepare(config, corpus, steps, out_dir, resume, device, model)
     tc = config.training
     val_batches = run.corpus.val_batches(tc.eval_batches, tc.batch_size, tc.seq_len)
-    log = _Log(run, progress, print_every)
-    _loop(run, log, lambda step: _batches(run, step), _optimizer_step,
+    log = TrainingLog(run, progress, print_every)
+    run_steps(run, log, lambda step: _batches(run, step), _optimizer_step,
           lambda done: _evaluate_and_save(run, log, val_batches, done))
     if run.ckpt_path is not None:  # the last step is an evaluation step: already saved
         (Path(out_dir) / "history.json").write_text(json.dumps(run.history))
-    return _result(run, log, resume)
+    return train_result(run, log, resume)

@@ -80,12 +80,11 @@ def test_freed_bytes_are_what_the_grouped_path_would_keep(monkeypatch):
     without them, those items more (the output rows in token order taking y's place)."""
     import torch
 
-    from hymo_mini import moe_dispatch
     from hymo_mini.config import load_config, replace
-    from hymo_mini.moe import DeepSeekMoE
+    from hymo_mini.moe import DeepSeekMoE, dispatch
 
     config = replace(load_config("hymo_mini").model, capacity_factor=8.0)
-    if not moe_dispatch.grouped_mm_supported(torch.device("cpu"), torch.bfloat16, config.dim,
+    if not dispatch.grouped_mm_supported(torch.device("cpu"), torch.bfloat16, config.dim,
                                              config.moe_inter_dim):
         pytest.skip("this torch has no CPU _grouped_mm")
     B, T = 2, 16
@@ -104,7 +103,7 @@ def test_freed_bytes_are_what_the_grouped_path_would_keep(monkeypatch):
             count(t)
             return t
 
-        rebuilt_pack = moe_dispatch._Rebuilt.pack
+        rebuilt_pack = dispatch._Rebuilt.pack
 
         def pack_rebuilt(self, t):  # the path's own hooks are innermost: count what they
             fn, kept = rebuilt_pack(self, t)  # keep, a tensor or a rebuild's sources
@@ -112,10 +111,10 @@ def test_freed_bytes_are_what_the_grouped_path_would_keep(monkeypatch):
                 count(source)
             return fn, kept
 
-        monkeypatch.setattr(moe_dispatch._Rebuilt, "pack", pack_rebuilt)
+        monkeypatch.setattr(dispatch._Rebuilt, "pack", pack_rebuilt)
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                moe_dispatch.routed_grouped(x, routing, moe.experts, recompute=recompute)
+                dispatch.routed_grouped(x, routing, moe.experts, recompute=recompute)
         return sum(saved.values())
 
     n, k, E = B * T, config.n_activated_experts, config.n_routed_experts

@@ -7,7 +7,7 @@ import torch
 from einops import rearrange
 
 from hymo_book.exercises import Case, Exercise
-from hymo_mini.moe_dispatch import queue_positions
+from hymo_mini.moe import queue_positions
 
 
 # ---- kept_assignments -----------------------------------------------------------------

@@ -1,17 +1,22 @@
-"""GraphedStep: a training step of the fast path replayed as one CUDA graph equals the same
-steps run eagerly (GPU only), and says plainly what it needs."""
+"""benchmarks/cuda_graph.py's GraphedStep: a training step of the fast path replayed as one
+CUDA graph equals the same steps run eagerly (GPU only), and says plainly what it needs."""
 
 from __future__ import annotations
 
 import copy
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from hymo_mini.config import load_config, replace
-from hymo_mini.model import build_hymo
-from hymo_mini.optim import clip_and_step
-from hymo_mini.train.cuda_graph import GraphedStep
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.cuda_graph import GraphedStep  # noqa: E402
+from hymo_mini.config import load_config, replace  # noqa: E402
+from hymo_mini.model import build_hymo  # noqa: E402
+from hymo_mini.optim import clip_and_step  # noqa: E402
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

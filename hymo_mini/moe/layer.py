@@ -1,4 +1,4 @@
-"""Mixture of experts: section 8 of the design document.
+"""The MoE layer: section 8 of the design document.
 
 ``DeepSeekMoE`` is the feed-forward of every MLA block. Each token goes through the shared
 expert(s) and through ``top_k`` of ``n_routed`` SwiGLU experts chosen by a router:
@@ -25,7 +25,7 @@ Readings chosen where the document is unclear or contradicts itself (the book sh
   n_routed)`` slots per expert. Assignments beyond an expert's capacity are dropped (they
   contribute zero); first choices are served before second choices, then earlier tokens
   first. The queue positions come from one stable sort of the choice-major assignments by
-  expert (:func:`~hymo_mini.moe_dispatch.queue_positions`), not an (n·k, e) one-hot cumsum. The
+  expert (:func:`queue_positions`), not an (n·k, e) one-hot cumsum. The
   document's worked example "1.5 × (4 × 4096 × 2) / 16 = 768" is wrong:
   4 × 4096 × 2 = 32,768; / 16 = 2,048; × 1.5 = **3,072** slots per expert. (Its claim that
   fewer than 0.1% of tokens are dropped at this factor is a measurement we cannot repeat.)
@@ -49,16 +49,20 @@ Readings chosen where the document is unclear or contradicts itself (the book sh
   section 8.7 is true. But its ``gate_forward`` then returns ``logits.to(x.dtype)``,
   rounding the logits back to bf16 before softmax and top-k, which throws the precision
   away again. Here the logits, probabilities and the top-k stay fp32, under autocast too.
+* **The routed experts** are three stacked weights (:class:`RoutedExperts`): ``w1`` and
+  ``w3`` (e, inter, dim), ``w2`` (e, dim, inter), drawn expert by expert as ``E`` separate
+  ``nn.Linear(bias=False)`` layers would be. ``moe.experts.expert(e)`` reads one as a SwiGLU.
 * **Dispatch** (``config.moe_impl``). The same routing feeds the readable loop below (per
   expert: find its tokens, run it, scatter back; the one the book teaches) or a fast path
-  in :mod:`hymo_mini.moe_dispatch` (a grouped matrix multiply over the assignments sorted
+  in :mod:`hymo_mini.moe.dispatch` (a grouped matrix multiply over the assignments sorted
   by expert, or a padded batched one) with no host sync; ``"auto"`` picks the fast one.
-  The routed experts are stacked tensors (:class:`~hymo_mini.moe_dispatch.RoutedExperts`);
-  ``moe.experts.expert(e)`` reads one as a SwiGLU. Drop statistics stay on the device.
+  Drop statistics stay on the device.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 from dataclasses import dataclass
 
 import torch
@@ -68,17 +72,10 @@ from torch import nn
 
 from hymo_mini.config import ModelConfig
 from hymo_mini.ffn import SwiGLU, activation_for, swiglu_param_count
-from hymo_mini.moe_dispatch import (
-    RoutedExperts,
-    compute_dtype,
-    queue_positions,
-    resolve_impl,
-    routed_grouped,
-    routed_padded,
-    without_autocast,
-)
+from hymo_mini.moe.dispatch import compute_dtype, resolve_impl, routed_grouped, routed_padded
 
-__all__ = ["Routing", "DeepSeekMoE", "moe_param_counts"]
+__all__ = ["Routing", "DeepSeekMoE", "RoutedExperts", "ExpertView", "swiglu",
+           "queue_positions", "without_autocast", "moe_param_counts"]
 
 
 def moe_param_counts(config: ModelConfig) -> tuple[int, int]:
@@ -90,6 +87,82 @@ def moe_param_counts(config: ModelConfig) -> tuple[int, int]:
     return stored, active
 
 
+# ---- the routed experts' weights --------------------------------------------------------
+def swiglu(x: torch.Tensor, w1: torch.Tensor, w3: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    """w2(silu(w1 x) * w3 x) with explicit weights (out, in), as ``SwiGLU`` computes it."""
+    return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)  # (..., dim)
+
+
+class ExpertView:
+    """Routed expert ``e`` of a :class:`RoutedExperts` read as a SwiGLU. ``w1``, ``w3``
+    (inter, dim) and ``w2`` (dim, inter) are views of the stacked weights, not copies:
+    calling the view and back-propagating reaches the stack's parameters."""
+
+    def __init__(self, experts: RoutedExperts, e: int):
+        self.index = e
+        self.w1, self.w3, self.w2 = experts.w1[e], experts.w3[e], experts.w2[e]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return swiglu(x, self.w1, self.w3, self.w2)  # (..., dim) -> (..., dim)
+
+    def __repr__(self) -> str:
+        return f"ExpertView(e={self.index}, dim={self.w1.shape[1]}, inter={self.w1.shape[0]})"
+
+
+class RoutedExperts(nn.Module):
+    """``n_experts`` SwiGLU experts as stacked weights: w1, w3 (e, inter, dim), w2 (e, dim,
+    inter); expert e computes ``w2[e](silu(w1[e] x) * w3[e] x)``."""
+
+    def __init__(self, n_experts: int, dim: int, inter_dim: int):
+        super().__init__()
+        self.n_experts, self.dim, self.inter_dim = n_experts, dim, inter_dim
+        self.w1 = nn.Parameter(torch.empty(n_experts, inter_dim, dim))  # gate
+        self.w3 = nn.Parameter(torch.empty(n_experts, inter_dim, dim))  # up
+        self.w2 = nn.Parameter(torch.empty(n_experts, dim, inter_dim))  # down
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        # nn.Linear's default (kaiming-uniform, a = √5: U(±1/√fan_in)), drawn expert by
+        # expert in SwiGLU's order w1, w3, w2: the numbers separate SwiGLU modules would get
+        for e in range(self.n_experts):
+            for w in (self.w1[e], self.w3[e], self.w2[e]):
+                nn.init.kaiming_uniform_(w, a=math.sqrt(5))
+
+    def expert(self, e: int) -> ExpertView:
+        if not 0 <= e < self.n_experts:
+            raise IndexError(f"expert index e must be in [0, {self.n_experts}), got {e}")
+        return ExpertView(self, e)
+
+    def extra_repr(self) -> str:
+        return f"n_experts={self.n_experts}, dim={self.dim}, inter_dim={self.inter_dim}"
+
+
+# ---- routing helpers ------------------------------------------------------------------
+def queue_positions(order: torch.Tensor, n_experts: int):
+    """Place of each assignment in its expert's queue, given ``order`` (a,): the expert of
+    each assignment, listed in serving order. A stable sort by expert keeps the serving
+    order inside each expert; an assignment's place is its sorted row minus the row where
+    its expert's group starts. Returns ``position`` (a,) 0-based, ``by_expert`` (a,) the
+    assignments sorted by expert, and ``counts`` (e,) assignments per expert."""
+    sorted_expert, by_expert = torch.sort(order, stable=True)  # (a,), (a,)
+    experts = torch.arange(n_experts, device=order.device)  # (e,)
+    starts = torch.searchsorted(sorted_expert, experts)  # (e,) first row of each group
+    ends = torch.searchsorted(sorted_expert, experts, right=True)  # (e,) one past its last
+    group_start = starts.gather(0, sorted_expert)  # (a,) the first row of each row's group
+    rank = torch.arange(order.numel(), device=order.device) - group_start  # (a,)
+    position = torch.empty_like(rank).scatter_(0, by_expert, rank)  # (a,) in serving order
+    return position, by_expert, ends - starts
+
+
+def without_autocast(device: torch.device):
+    """A context with autocast off for ``device`` (nothing to switch off on meta)."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
+# ---- the layer -------------------------------------------------------------------------
 @dataclass
 class Routing:
     """What the router decided for ``n`` tokens (flattened batch × time)."""

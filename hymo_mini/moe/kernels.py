@@ -1,5 +1,13 @@
-"""The Triton kernels of :mod:`hymo_mini.moe_rows` (read its docstring first): the gather
-into expert order and the weighted combine back, forward and backward, one program per row.
+"""The Triton kernels of the grouped MoE path's row shuffles (:mod:`hymo_mini.moe.dispatch`,
+whose docstring says what they compute): the gather into expert order and the weighted
+combine back, forward and backward, one program per row, reading its rows where they lie.
+
+* gather, forward: program r reads row token(r) of x (or nothing) and writes xs[r];
+  backward: program t sums the ≤ k gradient rows of its kept assignments into dx[t]
+  (no atomics: the inverse permutation says where they are).
+* combine, forward: program t reads its k rows of y and writes their weighted sum in
+  fp32 (rounded once); backward: program t writes dy[row(t, j)] = combine[t, j] · g[t]
+  and dcombine[t, j] = g[t] · y[row(t, j)].
 """
 
 from __future__ import annotations
@@ -10,7 +18,7 @@ import triton.language as tl
 
 from hymo_mini.launching import next_power_of_2, on_inputs_device
 
-__all__ = []  # kernels and their Functions, used through hymo_mini.moe_rows
+__all__ = ["gather_rows_triton", "combine_rows_triton"]
 
 # ---- kernels ---------------------------------------------------------------------------
 @triton.jit
@@ -69,7 +77,7 @@ def _block(D: int) -> dict:
     return dict(BD=BD, num_warps=max(1, min(8, BD // 256)))
 
 
-# ---- the two shuffles, each a Function over its kernels ----------------------------------
+# ---- the two shuffles, each an autograd Function over its kernels ----------------------
 @on_inputs_device
 def _gather_raw(x, maps, dtype):
     out = torch.empty(maps.src.numel(), x.shape[1], dtype=dtype, device=x.device)
@@ -122,3 +130,16 @@ class _CombineRows(torch.autograd.Function):
         else:
             dy.zero_(), dw.zero_()
         return dy, None, dw
+
+
+def gather_rows_triton(x: torch.Tensor, maps, dtype: torch.dtype, grad: bool = True):
+    """``dispatch.gather_rows`` by the kernels: xs (k·n, dim) in ``dtype``, differentiable
+    in x unless ``grad`` is False."""
+    if not grad:
+        return _gather_raw(x.contiguous(), maps, dtype)
+    return _GatherRows.apply(x, maps, dtype)
+
+
+def combine_rows_triton(y: torch.Tensor, maps, w: torch.Tensor) -> torch.Tensor:
+    """``dispatch.combine_rows`` by the kernels: out (n, dim), differentiable in y and w."""
+    return _CombineRows.apply(y, maps, w)
