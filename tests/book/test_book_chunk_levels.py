@@ -8,11 +8,11 @@ import pytest
 import torch
 from hymo_book import chunk_levels as lv
 from hymo_book.kernel_chapter import _example, decay_matrix, max_rel_error
+from hymo_mini.ops.gla.chunk_blocks import SPAN
 from matplotlib.patches import Rectangle
 
 import hymo_mini.ops.gla.chunk_triton as gtc
 from hymo_mini.ops import naive_gla
-from hymo_mini.ops.gla.chunk_blocks import SPAN
 
 
 def test_pair_level_splits_every_pair_between_its_halves():
