@@ -5,6 +5,7 @@ outside itself. Checked on the source, with ``ast``, without importing anything.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,69 @@ def test_no_file_outside_the_package_is_read(name):
         if isinstance(node, ast.Attribute) and node.attr == "parent" \
                 and isinstance(node.value, ast.Attribute) and node.value.attr == "parent":
             assert depth >= 1, f"{name}: .parent.parent climbs out of the package"
+
+
+# ------------------------------------------------------------------ a map that stays true
+PACKAGES = sorted(p.parent for p in PACKAGE.rglob("__init__.py"))
+# a table line of a package's docstring: indented, a file or folder name, two spaces, text
+TABLE_ENTRY = re.compile(r"^\s+(\w+\.py|\w+/)\s{2,}\S", re.MULTILINE)
+
+
+def listed(package: Path) -> set[str]:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()), clean=False)
+    return set(TABLE_ENTRY.findall(doc or ""))
+
+
+def children(package: Path) -> set[str]:
+    files = {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+    return files | {p.name + "/" for p in package.iterdir() if (p / "__init__.py").exists()}
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_every_package_lists_its_modules(package):
+    """Each package's docstring has a table, one line a module or subpackage (``name.py`` or
+    ``name/``, then what it holds): every file is listed, and every listed name exists."""
+    missing = children(package) - listed(package)
+    stale = listed(package) - children(package)
+    assert not missing and not stale, f"not listed: {sorted(missing)}; no such: {sorted(stale)}"
+
+
+def test_the_table_check_can_fail(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""x\n\n    a.py   the a\n    gone.py  b\n"""\n')
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "b.py").write_text("")
+    assert listed(tmp_path) == {"a.py", "gone.py"} and children(tmp_path) == {"a.py", "b.py"}
+
+
+RULES = ("gla", "gated_delta")
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_no_rule_imports_another_rules_folder(rule):
+    """Both rules stand on ``ops/utils``; neither imports the other's folder."""
+    others = {f"hymo_mini.ops.{r}" for r in RULES if r != rule}
+    for name in MODULES:
+        if name.startswith(f"hymo_mini.ops.{rule}"):
+            bad = {m for m in imported(MODULES[name]) if m.rpartition(".")[0] in others
+                   or m in others}
+            assert not bad, f"{name} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_private_name_imported_from_another_module(name):
+    """``from hymo_mini.x import _y`` reaches into another module's inside."""
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hymo_mini"):
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            assert not private, f"{name} imports {private} from {node.module}"
+
+
+HISTORY = re.compile(r"20\d\d-[01]\d-[0-3]\d|\bH[12]00\b|book/results|\w+_h[12]00\w*\.json")
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_tuning_history_in_the_library(name):
+    """No date, GPU card name or results file in library code: the history of a setting
+    belongs to the kernel report and benchmarks/, not beside the setting."""
+    found = HISTORY.findall(MODULES[name].read_text())
+    assert not found, f"{name}: {found}"

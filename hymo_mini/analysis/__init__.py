@@ -1,11 +1,11 @@
 """Counting the model without training it: arithmetic on a config, or a look at its modules.
 
-    params   parameters per component, active and stored, counted two ways (section 12)
-    flops    forward FLOPs and activation bytes per component, training memory (section 11)
-    costs    compute and decode cache of one layer or a whole stack against T (section 1.1)
-    trace    the shape tracer: every module call of a real forward pass, with its shapes
-    memory   what one GPU holds when FSDP2 trains on N GPUs (``memory_per_gpu``)
-    tables   the one table renderer (aligned text and HTML) the package's tables share
+    params.py  parameters per component, active and stored, counted two ways (section 12)
+    flops.py    forward FLOPs and activation bytes per component, training memory (section 11)
+    costs.py    compute and decode cache of one layer or a whole stack against T (section 1.1)
+    trace.py    the shape tracer: every module call of a real forward pass, with its shapes
+    memory.py  what one GPU holds when FSDP2 trains on N GPUs (``memory_per_gpu``)
+    tables.py  the one table renderer (aligned text and HTML) the package's tables share
 """
 
 from hymo_mini.analysis.costs import (

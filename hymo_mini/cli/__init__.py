@@ -3,7 +3,11 @@
 Every mistake on the command line is one line on stderr and exit status 2, naming the
 argument, what was expected and the nearest valid choice; ``--help`` is plain text with
 the defaults. Each sub-command imports what it needs only when it runs, so
-``hymo-mini config`` stays instant.
+``hymo-mini config`` stays instant. ``main`` (here) runs the commands config and params:
+
+    common.py     what every command shares: the parser, one-line errors, the device check
+    train.py      ``hymo-mini train`` and ``hymo-mini convert-checkpoint``
+    __main__.py   ``python -m hymo_mini.cli``
 """
 
 from __future__ import annotations

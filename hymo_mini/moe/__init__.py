@@ -4,7 +4,7 @@
                  experts' stacked weights (RoutedExperts) and the reference loop over experts
     dispatch.py  the fast dispatch the layer calls instead of the loop: the padded batched
                  path, the grouped matmul path and its row shuffles
-                 (kernels.py: those shuffles as Triton kernels, used on a CUDA GPU)
+    kernels.py   those row shuffles as Triton kernels, used on a CUDA GPU
 
 Read ``layer.py`` first: the loop there is what every fast path is tested against.
 """

@@ -1,25 +1,12 @@
 """The GDN recurrences and the one place that chooses how to run them.
 
 Two rules, one folder each (flash-linear-attention's ``ops/<op>/`` layout), both standing
-on one shared floor, ``utils/``; neither imports the other:
+on one shared floor; neither imports the other. Each folder's ``__init__`` lists its files:
 
-    utils/        checks, chunking, precision-controlled products, the pair weights
-    gla/          the document's recurrence: gated linear attention, decay and write
-        naive.py            naive_gla                 the loop over time (the oracle)
-        chunk.py            chunk_gla_torch           chunkwise-parallel, PyTorch + einops
-        recurrent_triton.py recurrent_gla_triton      one Triton program per (batch, head)
-        chunk_h.py          the state pass            each chunk's start state; dH backward
-        chunk_o.py          the in-chunk outputs      the chunk's blocks from its start state
-        chunk_bwd.py        the in-chunk gradients    dv, db, dc, dg, dA per chunk
-        chunk_triton.py     chunk_gla_triton          the launchers and the autograd Function
+    utils/        the floor: input checks, chunking, precision-controlled products, the
+                  decay-weighted pair weights
+    gla/          the document's recurrence, gated linear attention: decay and write
     gated_delta/  the true gated delta rule: decay, erase, write
-        naive.py            naive_gated_delta         the loop over time (the oracle)
-        chunk.py            chunk_gated_delta_torch   chunkwise (WY form), PyTorch + einops
-        wy.py               the WY form               each chunk's erasures, solved
-        chunk_h.py          the state pass            chunk to chunk, over groups when long
-        chunk_o.py          the in-chunk outputs      O = Q̃ H_0 + P U
-        chunk_bwd.py        the in-chunk gradients    every gradient of one chunk
-        chunk_triton.py     chunk_gated_delta_triton  the launchers and the autograd Function
 
 :func:`gated_linear_attention` and :func:`gated_delta_rule` dispatch by ``backend``:
 "naive", "chunk_torch", "recurrent_triton", "chunk_triton", or "auto" (the fastest

@@ -3,13 +3,12 @@
 The document's stack summary trains HyMo with "NorMuon (Attention/GDN 2D) + AdamW
 (Embed/Norm/Gate/MoE)" and its config has ``muon_lr`` beside ``lr``; it gives no code.
 
-* :mod:`hymo_mini.optim.split`: which parameter goes where, and why
-  (:func:`optimizer_groups`, :class:`SplitTable`, :func:`check_partition`);
-* :mod:`hymo_mini.optim.muon`: the Muon and NorMuon update rule, written out, and
-  :class:`MuonAdamW`, the one optimizer that applies it beside AdamW;
-* :mod:`hymo_mini.optim.clip`: :func:`clip_and_step`, the gradient clip folded into a fused
-  AdamW step;
-* :func:`build_optimizer` (here): the optimizer a config asks for.
+    split.py     which parameter goes where, and why (``optimizer_groups``, ``SplitTable``)
+    muon.py      the Muon and NorMuon update rule, written out, and ``MuonAdamW``
+    clip.py      ``clip_and_step``: the gradient clip folded into a fused AdamW step
+    schedule.py  the learning-rate schedule (warmup, stable, decay)
+
+and :func:`build_optimizer` (here): the optimizer a config asks for.
 
 Settings (the document's config gives only ``lr`` and ``muon_lr``):
 

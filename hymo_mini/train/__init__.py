@@ -2,13 +2,14 @@
 
     loop.py        the optimizer step, logging, evaluation (``train``, ``evaluate``)
     checkpoint.py  atomic, config-checked checkpoints
+    curves.py      the loss curve ``hymo-mini train`` draws
     __main__.py    ``python -m hymo_mini.train`` (the same as ``hymo-mini train``)
 
 On several processes (``torchrun --nproc-per-node N -m hymo_mini.train``), with FSDP2:
 
-    distributed.py the process group, sharding the model, each rank's rows, the global bias
-    fsdp_loop.py   ``train_distributed``: the loop above on N processes, the same curve
-    dcp.py         sharded, atomic DCP checkpoints; ``dcp_to_checkpoint`` (single file)
+    distributed.py  the process group, sharding the model, each rank's rows, the global bias
+    fsdp_loop.py    ``train_distributed``: the loop above on N processes, the same curve
+    dcp.py          sharded, atomic DCP checkpoints; ``dcp_to_checkpoint`` (single file)
 
 Choices the document leaves open (its optimizer and scheduler sections are empty), made
 here and shown in the book:

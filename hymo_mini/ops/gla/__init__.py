@@ -1,5 +1,16 @@
-"""The gla rule: the loop, the chunked PyTorch form and the Triton kernels (built on first
-use, so that TRITON_INTERPRET=1 may be set after import)."""
+"""The gla rule, H_t = exp(g_t A) ⊙ H_{t-1} + b_t ⊗ v_t, o_t = c_tᵀ H_t: the loop first,
+then the chunked PyTorch form, then the Triton kernels, named after the step they compute:
+
+    naive.py             naive_gla             the loop over time (the oracle)
+    chunk.py             chunk_gla_torch       chunkwise-parallel, PyTorch + einops
+    recurrent_triton.py  recurrent_gla_triton  one Triton program per (batch, head)
+    chunk_h.py           the state pass        each chunk's start state; dH backward
+    chunk_o.py           the outputs           each chunk's blocks from its start state
+    chunk_bwd.py         the gradients         dv, db, dc, dg, dA of each chunk
+    chunk_triton.py      chunk_gla_triton      the launchers and the autograd Function
+
+The Triton kernels are built on first use, so TRITON_INTERPRET=1 may be set after import.
+"""
 
 from hymo_mini.ops.gla.chunk import chunk_gla_torch
 from hymo_mini.ops.gla.naive import naive_gla
