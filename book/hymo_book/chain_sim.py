@@ -1,8 +1,9 @@
 """A toy GPU for chapter 10: programs that wait for one another, started in an order the
 machine chooses, a few at a time.
 
-The one-launch forward of the chunked gla kernel (``hymo_mini.ops.gla.chunk_chain``) has
-each program wait for the state the program of the chunk before hands on. :func:`run`
+The one-launch forward of the delta rule's chunked kernel
+(``hymo_mini.ops.gated_delta.chunk_chain``) has each program wait for the state the program of
+the stretch of chunks before hands on. :func:`run`
 plays such a launch: ``slots`` programs can be resident at once, they start in
 ``start_order`` as slots free up, and a resident program finishes once the chunk before its
 own has finished (chunk 0 needs nothing). Which chunk a program works on is either fixed by

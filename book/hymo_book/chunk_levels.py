@@ -123,8 +123,8 @@ def shared_rate_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
 
 
 def fits_one_product(g: torch.Tensor, A: torch.Tensor, span: float = 64.0) -> bool:
-    """Whether the kernel forms a block's weights by one product (``_pairs`` in
-    ``hymo_mini.ops.gla.chunk_blocks``): every exponent l_t δ_n of the block's excess decay
+    """Whether the kernel forms a block's weights by one product (``pairs`` in
+    ``hymo_mini.ops.utils.pairs``): every exponent l_t δ_n of the block's excess decay
     (δ = A - max A, :func:`shared_rate_weights`), written in base 2, within ±span, so that
     the factors 2^{±l_t δ_n log2 e} stay far inside float32's range: max |l| · (max A -
     min A) · log2 e ≤ span. g (T,) the block's gates, l = cumsum(g) (|l| rather than l: a

@@ -14,8 +14,6 @@ import html
 import inspect
 from pathlib import Path
 
-from hymo_mini.launching import Direct
-
 __all__ = ["Listing", "listing"]
 
 
@@ -44,10 +42,7 @@ class Listing:
 
 
 def _target(obj):
-    """The Python object whose source a Triton kernel wraps (``.fn``; through a
-    ``hymo_mini.launching.Direct`` around it first), else ``obj``."""
-    if isinstance(obj, Direct):
-        obj = obj.kernel
+    """The Python object whose source a Triton kernel wraps (``.fn``), else ``obj``."""
     return getattr(obj, "fn", obj)
 
 

@@ -3,19 +3,15 @@
 Two rules, one folder each (flash-linear-attention's ``ops/<op>/`` layout), both standing
 on one shared floor; neither imports the other. Each folder's ``__init__`` lists its files:
 
-    utils/        the floor: input checks, chunking, precision-controlled products, the
-                  decay-weighted pair weights
+    utils/        the floor: input checks, chunks, precise products, the pair weights
     gla/          the document's recurrence, gated linear attention: decay and write
     gated_delta/  the true gated delta rule: decay, erase, write
 
 :func:`gated_linear_attention` and :func:`gated_delta_rule` dispatch by ``backend``:
-"naive", "chunk_torch", "recurrent_triton", "chunk_triton", or "auto" (the fastest
-correct path for the device, dtype and length). A backend a rule does not have is an
-error that names the rule and the backends it has. The Triton modules are imported on
-first use, so ``TRITON_INTERPRET=1`` may be set after ``import hymo_mini``.
+"naive", "chunk_torch", "recurrent_triton", "chunk_triton", or "auto" (the fastest correct
+path for the device, dtype and length). The Triton modules are imported on first use, so
+``TRITON_INTERPRET=1`` may be set after ``import hymo_mini``.
 """
-
-from __future__ import annotations
 
 import functools
 import os
@@ -27,12 +23,8 @@ from hymo_mini.ops.gated_delta.chunk import chunk_gated_delta_torch
 from hymo_mini.ops.gated_delta.naive import naive_gated_delta
 from hymo_mini.ops.gla.chunk import chunk_gla_torch
 from hymo_mini.ops.gla.naive import naive_gla
-from hymo_mini.ops.utils import (
-    check_inputs,
-    check_triton_device,
-    empty_sequence,
-    one_product_chunks,
-)
+from hymo_mini.ops.utils.checks import check_inputs, check_triton_device, empty_sequence
+from hymo_mini.ops.utils.chunks import one_product_chunks
 
 __all__ = ["RULES", "gated_linear_attention", "gated_delta_rule", "auto_backend",
            "check_inputs", "empty_sequence", "naive_gla", "naive_gated_delta",
@@ -66,15 +58,10 @@ def triton_usable(device: torch.device) -> bool:
 
 
 def auto_backend(rule: str, v: torch.Tensor) -> str:
-    """The backend "auto" picks for tensors like ``v`` (B, T, H, D).
-
-    On a CUDA GPU the chunked kernel, except for short sequences: a chunk is mostly empty
-    for T < 64 (decoding), and with few (batch, head) pairs one sequence of up to 1,024
-    steps does not fill the GPU, so the recurrent kernel serves T <= 1024 when B·H <= 160
-    (the crossover measured in benchmarks/, see the book's kernel report). fp64 runs in
-    PyTorch (the kernels compute in fp32). On a CPU the chunked PyTorch form, which is
-    far faster than any kernel under the Triton interpreter.
-    """
+    """The backend "auto" picks for tensors like ``v`` (B, T, H, D): on a CUDA GPU the chunked
+    kernel, except where a chunk is mostly empty (T < 64, decoding) or few (batch, head) pairs
+    leave the GPU idle (T <= 1024 with B·H <= 160: the recurrent kernel); fp64 and the CPU
+    take the chunked PyTorch form (the interpreter is far slower)."""
     backends = RULES[rule]
     if v.device.type == "cuda" and v.dtype != torch.float64 and _triton_installed():
         B, T, H = v.shape[:3]

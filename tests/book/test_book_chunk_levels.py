@@ -8,11 +8,10 @@ import pytest
 import torch
 from hymo_book import chunk_levels as lv
 from hymo_book.kernel_chapter import _example, decay_matrix, max_rel_error
-from hymo_mini.ops.gla.chunk_blocks import SPAN
 from matplotlib.patches import Rectangle
 
-import hymo_mini.ops.gla.chunk_triton as gtc
-from hymo_mini.ops import naive_gla
+from hymo_mini.ops import naive_gla, one_product_chunks
+from hymo_mini.ops.utils.pairs import SPAN
 
 
 def test_pair_level_splits_every_pair_between_its_halves():
@@ -37,7 +36,7 @@ def test_level_map_covers_every_pair_once_as_the_kernel_masks_it(block):
     below = step[:, None] > step[None, :]
     assert torch.equal(levels < 0, ~below)  # -1 on and above the diagonal
     for k in range(block.bit_length() - 1):
-        hi = step >> k  # the kernel's mask (gdn_triton_chunk._level), restated
+        hi = step >> k  # the kernel's mask (pairs.level), restated
         kernel_mask = (hi[:, None] == hi[None, :] + 1) & ((hi[:, None] & 1) == 1)
         assert torch.equal(levels == k, kernel_mask), k
         assert int((levels == k).sum()) == block * 2**k // 2  # block / 2^(k+1) squares of 4^k
@@ -119,32 +118,21 @@ def test_level_map_figure_rejects_bad_arguments():
 
 
 def test_fits_one_product_is_the_kernels_test():
-    """The book's condition is the gla kernel's: a one-block sequence whose largest exponent
-    of the excess decay (base 2) is just inside SPAN takes one product (other bits than the
-    levels, the same answer), and one just outside takes the levels (the same bits); a
-    negative gate counts by its size; one rate on every key fits at any decay; bad
-    arguments are refused."""
+    """The book's condition is the package's (``one_product_chunks``, the kernels' rule on
+    whole tensors, itself tested against the kernels): a block whose largest exponent of the
+    excess decay (base 2) is just inside SPAN fits, one just outside does not; a negative
+    gate counts by its size; one rate on every key fits at any decay; bad arguments are
+    refused."""
     span = float(SPAN.value)
-    T, S, D = 16, 8, 4
+    T, S = 16, 8
     gen = torch.Generator().manual_seed(3)
-    v, b, c = (torch.randn(1, T, 1, n, generator=gen) / n**0.5 for n in (D, S, S))
     g = torch.rand(1, T, 1, generator=gen) + 0.1
     rates = torch.rand(1, S, generator=gen) + 0.5
-    live = gtc.INTERPRET_CONFIGS if gtc.INTERPRET else gtc.CONFIGS
-    kept = live["pairs"]
-    try:
-        for share, fits in ((0.95, True), (1.05, False)):
-            top = g[0, :, 0].cumsum(0).max() * (rates.max() - rates.min()) * math.log2(math.e)
-            A = -rates * share * span / top  # the largest exponent at share · SPAN
-            assert lv.fits_one_product(g[0, :, 0], A[0]) is fits
-            o = {}
-            for pairs in gtc.PAIRS:
-                live["pairs"] = pairs
-                o[pairs] = gtc.chunk_gla_triton(v, b, c, g, A)[0]
-            assert torch.equal(o["auto"], o["levels"]) is not fits
-            assert max_rel_error(o["auto"], o["levels"]) < 1e-5
-    finally:
-        live["pairs"] = kept
+    for share, fits in ((0.95, True), (1.05, False)):
+        top = g[0, :, 0].cumsum(0).max() * (rates.max() - rates.min()) * math.log2(math.e)
+        A = -rates * share * span / top  # the largest exponent at share · SPAN
+        assert lv.fits_one_product(g[0, :, 0], A[0]) is fits
+        assert bool(one_product_chunks(g, A, T, T)[0, 0, 0]) is fits
     assert lv.fits_one_product(torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, -2.0]), span=2.9)
     assert not lv.fits_one_product(torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, -2.0]),
                                    span=2.8)

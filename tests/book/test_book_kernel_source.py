@@ -7,7 +7,8 @@ import inspect
 import pytest
 from hymo_book.kernel_source import listing
 
-from hymo_mini.ops.gla import chunk_states, recurrent_triton
+from hymo_mini.ops.gla import recurrent_triton
+from hymo_mini.ops.utils import tiles
 
 
 def test_a_listing_is_the_source_with_its_line_numbers():
@@ -21,9 +22,9 @@ def test_a_listing_is_the_source_with_its_line_numbers():
 
 
 def test_a_triton_kernel_is_read_through_its_python_function():
-    text = str(listing(chunk_states._rows))
-    assert "def _rows(p, row0, o_t, m_t, o_x, m_x" in text
-    assert text.splitlines()[0].startswith("hymo_mini/ops/gla/chunk_states.py, lines ")
+    text = str(listing(tiles.load_rows))
+    assert "def load_rows(p, row0, o_t, m_t, o_x, m_x" in text
+    assert text.splitlines()[0].startswith("hymo_mini/ops/utils/tiles.py, lines ")
 
 
 def test_start_stop_and_notes():
@@ -40,10 +41,10 @@ def test_start_stop_and_notes():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(start="no such line"), "start="),
-    (dict(start="def _rows", stop="no such line"), "stop="),
+    (dict(start="def load_rows", stop="no such line"), "stop="),
     (dict(notes={"no such line": "x"}), "in 0 shown lines"),
     (dict(notes={"o_": "x"}), "not exactly one"),
 ])
 def test_pieces_that_name_no_line_or_several_are_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        listing(chunk_states._rows, **kwargs)
+        listing(tiles.load_rows, **kwargs)

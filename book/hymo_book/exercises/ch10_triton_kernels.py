@@ -1,10 +1,10 @@
 """Exercises of chapter 10 (the Triton kernels): a kernel's pointer arithmetic for one block
-(the flat offsets the chunk kernels' ``_rows`` helper loads), the backward of one step of
-the recurrence, as the recurrent kernel's ``_bwd_step`` computes it, one level of the
-delta rule kernel's inverse by merged blocks (``_unit_lower_inverse_levels``), a group
-of chunk-to-chunk steps composed into one affine map (``chunk_groups``), the chunk
-states the gla kernel's programs hand on to one another (``chunk_chain``), and the test by
-which a block's pairs are one product instead of the levels (``chunk_blocks._pairs``)."""
+(the flat offsets ``ops.utils.tiles.load_rows`` loads), the backward of one step of the
+recurrence, as the recurrent kernel's ``_bwd_step`` computes it, one level of the delta rule
+kernel's inverse by merged blocks (``gated_delta.wy.unit_lower_inverse``), a group of
+chunk-to-chunk steps composed into one affine map (the delta state pass over groups), the chunk
+states the gla kernel's scan hands on (``gla.chunk_h.state_scan_kernel``), and the test by
+which a block's pairs are one product instead of the levels (``utils.pairs.takes_chunk``)."""
 
 from __future__ import annotations
 

@@ -65,8 +65,6 @@ Backward comes from autograd: every operation, the triangular solve included
 (``torch.linalg.solve_triangular``), is an ordinary differentiable torch op.
 """
 
-from __future__ import annotations
-
 import torch
 from einops import einsum, rearrange
 

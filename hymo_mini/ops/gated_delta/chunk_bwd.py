@@ -4,8 +4,6 @@ state it starts with, the gradient at its end, U, dU and the forward's Mk and (I
 (``chunk_grad_kernel``; ``chunk_triton`` derives each line).
 """
 
-from __future__ import annotations
-
 import triton
 import triton.language as tl
 
@@ -19,17 +17,11 @@ __all__ = ["pair_grads", "du_local_kernel", "chunk_grad_kernel"]
 @triton.jit
 def pair_grads(b_q, b_k, b_dP, b_dMk, b_l, b_A, o_i, LOG2_BT: tl.constexpr,
                 PRECISION: tl.constexpr):
-    """Gradients of the pairs s < t of P_ts = Σ_n c_tn b_sn E_tsn and of
-    Mk_ts = Σ_n b_tn b_sn E_tsn, given dP and dMk [BT, BT] (zero unless s < t):
-    dc [BT, BS], db [BT, BS] (both of Mk's sides and P's column side) and their part of
-    dlog [BT, BS].
-
-    Level by level (``utils.pairs.level``): E_ts = X_t X_s split at r, X_t spanning steps (r, t] and
-    X_s steps (s, r]. A pair's term z = x_t dW_ts y_s E_ts reaches dlog_i for every i in
-    (s, t]: through X_t for i in (r, t], through X_s for i in (s, r]. Summed per row
-    (ρ_t = x_t ⊙ dx_t on t rows, κ_s = y_s ⊙ dy_s on s rows), each row's sum goes to the
-    steps its own factor spans: one 0/1 matrix product per level serves both matrices,
-    and no term is ever subtracted."""
+    """Gradients of the pairs s < t of P_ts = Σ_n c_tn b_sn E_tsn and Mk_ts = Σ_n b_tn b_sn
+    E_tsn, given dP and dMk [BT, BT]: dc, db and their part of dlog [BT, BS]. Level by level
+    (``utils.pairs.level``), E_ts = X_t X_s with X_t spanning steps (r, t] and X_s steps
+    (s, r]: each row's sum (x_t ⊙ dx_t, y_s ⊙ dy_s) goes to the steps its own factor spans,
+    one 0/1 matrix product a level, and no term is subtracted."""
     b_dq = tl.zeros_like(b_q)
     b_dk = tl.zeros_like(b_k)
     b_dlog = tl.zeros_like(b_q)

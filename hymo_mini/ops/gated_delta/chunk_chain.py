@@ -1,40 +1,26 @@
 """The delta rule's forward in one launch, for 16-bit inputs: stretches of chunks hand the
 state on to each other, while their WY solves and outputs run in parallel.
 
-The state after a stretch of NB chunks is an affine map of the state before it,
-H ↦ M H + B with M (S, S) and B (S, D): through one chunk M = diag(Γ_C) - K̂ᵀ W and
-B = K̂ᵀ Uv, and through several the maps compose. A program per (stretch, batch, head)
+The state after a stretch of chunks is an affine map of the state before it, H ↦ M H + B
+(M (S, S), B (S, D); through one chunk M = diag(Γ_C) - K̂ᵀ W and B = K̂ᵀ Uv). A program per
+(stretch, batch, head) 1. solves its chunks' WY forms and composes the stretch's (M, B)
+without the state; 2. waits for the state its stretch starts with, handed on by the program
+before it, and hands on M H + B, the one product on the chain; 3. walks its chunks from that
+state for U, O and each chunk's start state.
 
-1. solves its chunks' WY forms (as ``wy``; W, Uv, and for a backward Mk and (I + M)⁻¹,
-   stored) and composes its stretch's map (M, B) from the identity, without the state;
-2. waits for the state its stretch starts with, handed on by the program before it (or
-   the initial state), and hands on M H + B: one product on the chain;
-3. walks its chunks from that state as the state pass and the output kernel do: U, O and
-   each chunk's start state.
-
-**Waiting for another program** is safe only if that program is running or done, and the
-GPU starts programs in an order it does not promise. So a program's stretch is not its
-program id: each program first takes a ticket from a counter (an atomic add), tickets
-handed out stretch-major. A program waits only for an earlier stretch, whose ticket was
-taken by a program already running, so every wait ends. A flag is raised with release
-semantics after the state it announces is stored (a barrier first: every lane's part),
-read with acquire semantics, and the state read past the SM's own cache (``.cg``). Under
-the interpreter programs run in ticket order, so no wait waits.
-
-**Two launches for the pair weights.** The first takes a stretch by one product only if all
-its chunks fit and every stretch before it in the sequence was taken; any other stretch
-raises its flag to 2 and returns, so that every later one returns too. The second takes the
-stretches whose flag is not 1, by the levels, the first of them starting from the state the
-first launch handed on. A sequence takes the product up to its first stretch that does not
-fit, the levels from there on.
+Waiting is safe only for a program that is running or done, and the GPU starts programs in
+an order it does not promise: so a program takes its stretch from a ticket (an atomic counter,
+stretch-major), and waits only for earlier tickets. A flag is raised with release semantics
+once the state it announces is stored, read with acquire semantics, and the state read past
+the SM's cache (``.cg``). The pairs take two launches: the first takes a stretch by one product
+only if all its chunks fit and every stretch before it was taken (else it raises the flag to
+2); the second takes the rest by the levels.
 """
-
-from __future__ import annotations
 
 import triton
 import triton.language as tl
 
-from hymo_mini.ops.gated_delta.wy import unit_lower_inverse
+from hymo_mini.ops.gated_delta.wy import wy_form
 from hymo_mini.ops.utils.pairs import SPAN, pairs
 from hymo_mini.ops.utils.precision import dot
 from hymo_mini.ops.utils.tiles import gate_sums, load_rows, rates
@@ -62,11 +48,10 @@ def chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T,
                      BD: tl.constexpr, BT: tl.constexpr, LOG2_BT: tl.constexpr,
                      NB: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
                      KEEP: tl.constexpr, PRODUCT: tl.constexpr, PRECISION: tl.constexpr):
-    """One stretch of NB chunks of one (b, h), by ticket (flags[0] counts them; T0: tickets
-    the first launch took). flags[1 + k·BH + bh] is raised to 1 once hs[bh, (k + 1)·NB], the
-    state stretch k + 1 starts with, is stored, or to 2 where the PRODUCT launch left
-    stretch k. Every chunk's start state goes to hs and its U to u (Uv, W to u, w first);
-    with KEEP also Mk and (I + M)⁻¹ to mk, ti."""
+    """One stretch of NB chunks of one (b, h), by ticket (flags[0] counts them; T0: those the
+    first launch took). flags[1 + k·BH + bh] goes to 1 once stretch k has handed its end
+    state on (to hs), or to 2 where the PRODUCT launch left it. Stores what the three steps
+    store: hs, u (Uv, then U), w, and with KEEP mk and ti."""
     ticket = tl.atomic_add(flags, 1) - T0
     i_c, i_bh = ticket // BH, ticket % BH
     i_b, i_h = i_bh // H, i_bh % H
@@ -104,15 +89,11 @@ def chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T,
         b_l, b_lend = gate_sums(b_g, o_i, BT)
         b_k = load_rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = load_rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        b_KK, b_kh, b_Kt = pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PRODUCT,
-                                 PRECISION)  # key pairs, K̂, K̃
-        b_Mk = tl.where(o_i[:, None] > o_i[None, :], b_KK, 0.0)  # [BT, BT] pairs s < t
-        b_Ti = unit_lower_inverse(b_beta[:, None] * b_Mk, o_i, LOG2_BT, PRECISION)
+        b_Mk, b_Ti, b_w, b_uv, b_kh = wy_form(b_k, b_v, b_beta, b_l, b_lend, b_A2, o_i,
+                                              LOG2_BT, PRODUCT, PRECISION)
         if KEEP:
             tl.store(mk + p_tt + j * BT * BT, b_Mk)
             tl.store(ti + p_tt + j * BT * BT, b_Ti)
-        b_w = dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)  # [BT, BS] W
-        b_uv = dot(b_Ti, b_v * b_beta[:, None], PRECISION)  # [BT, BD] Uv
         o_row = row0 + o_t[:, None] * H  # [BT, 1]
         tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
         tl.store(u + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])

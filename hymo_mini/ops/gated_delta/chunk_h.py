@@ -7,20 +7,13 @@ of value columns), with H_k the state chunk k starts with and dH_{k+1} the gradi
 (K̂ = b ⊙ exp((L_C - L) A), the keys decayed to the chunk's end). Every operation acts on the
 state from the key side, so its D columns evolve independently: a program may own a slice.
 
-**Groups of chunks, for few long sequences.** One long sequence gives few programs, each
-with a long walk. Both passes are affine in the state, so a group of G chunks maps its start
-state to its end state by one matrix and one offset, H_end = M_g H_start + B_g. Three
-launches then replace the one walk:
-
-    1. group_fwd_kernel / group_bwd_kernel   every group's [M_g | B_g] at once: the walk of
-       the augmented state [M | B], started at [I | 0] (values enter B's columns only)
-    2. group_scan_kernel                    each group's start state, H ← M_g H + B_g
-    3. state_fwd_kernel / state_bwd_kernel  every group's walk at once, from its start state
-
-About three times the arithmetic, spread over as many times more programs as there are groups.
+**Groups of chunks, for few long sequences** (few programs, each with a long walk): both
+passes are affine in the state, so a group of chunks maps its start state to its end state
+by one matrix and one offset, H_end = M_g H_start + B_g. Three launches replace the walk:
+every group's [M_g | B_g] at once (``group_fwd_kernel`` / ``group_bwd_kernel``: the walk of
+[M | B] from [I | 0]), each group's start state in turn (``group_scan_kernel``), then every
+group's own walk at once, from there.
 """
-
-from __future__ import annotations
 
 import triton
 import triton.language as tl

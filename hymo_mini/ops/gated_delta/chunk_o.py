@@ -4,8 +4,6 @@ and its pseudo-values U (both stored by the state pass):
     O = Q̃ H_0 + P U,    Q̃ = c ⊙ exp(L A),    P_ts = Σ_n c_tn b_sn exp((L_t - L_s) A_n), s ≤ t
 """
 
-from __future__ import annotations
-
 import triton
 import triton.language as tl
 

@@ -12,19 +12,15 @@ the state the chunk starts with and H_C the one it ends with:
     Uv = (I + M)⁻¹ diag(β) V,  W = (I + M)⁻¹ diag(β) K̃,  U = Uv - W H_0
     O = Q̃ H_0 + P U,   H_C = Γ_C ⊙ H_0 + K̂ᵀ U
 
-The forward is a recipe of three steps (for 16-bit inputs, one launch that does all three
-over stretches of chunks handing the state on: ``chunk_chain``):
+    1. wy_fwd_kernel       (wy)         every chunk's Uv, W (and Mk, (I + M)⁻¹) at once
+    2. state_fwd_kernel    (chunk_h)    chunk by chunk: each H_0 and U (over groups if long)
+    3. chunk_output_kernel (chunk_o)    every chunk's O at once
+    4. du_local_kernel     (chunk_bwd)  backward: every chunk's Pᵀ dO
+    5. state_bwd_kernel    (chunk_h)    backward: dH at each chunk's end, right to left
+    6. chunk_grad_kernel   (chunk_bwd)  backward: every gradient of one chunk
 
-    1. wy_fwd_kernel       (wy)       every chunk's Uv and W at once (and Mk, (I + M)⁻¹ for
-                                      the backward)
-    2. state_fwd_kernel    (chunk_h)  chunk by chunk: each H_0 and U (over groups of chunks
-                                      when there are few long sequences)
-    3. chunk_output_kernel (chunk_o)  every chunk's O at once
-
-and the backward of three more: ``du_local_kernel`` (Pᵀ dO), ``state_bwd_kernel`` (the
-gradient at each chunk's end, right to left) and ``chunk_grad_kernel`` (every gradient of
-one chunk). The kernels that form pairs (steps 1, 3 and du_local) run twice: by one
-product where a chunk fits, by levels elsewhere (``utils.pairs``).
+For 16-bit inputs one launch does steps 1-3 (``chunk_chain``). The kernels that form pairs
+run twice: by one product where a chunk fits, by levels elsewhere (``utils.pairs``).
 
 **The backward, derived.** Given dO (BT, D) and dH_C (S, D), the gradient at the chunk's
 end, and writing R = V - K̃ H_0 (so that (I + M) U = diag(β) R):
@@ -40,50 +36,23 @@ end, and writing R = V - K̃ H_0 (so that (I + M) U = diag(β) R):
            + Σ_{t>s} dMk_ts b_t ⊙ E_ts + Σ_{u<s} dMk_su b_u ⊙ E_su
 
 (e_s = exp((L_C - L_s) A)). The first two lines are the chunk-to-chunk pass, right to
-left (``state_bwd_kernel``, after ``du_local_kernel`` has put Pᵀ dO in place); the rest is one
-program per chunk (``chunk_grad_kernel``), which reads Mk, (I + M)⁻¹, H_0, dH_C, U and dU
-from memory.
-
-The gate: dlog_i (S,), the gradient of the log-decay g_i A, collects every decay factor
-that spans step i: Γ_t for t ≥ i, e_s for s < i, E_ts for s < i ≤ t and Γ_C:
+left; the rest is one program per chunk. The gate: dlog_i (S,), the gradient of the
+log-decay g_i A, collects every decay factor that spans step i (Γ_t for t ≥ i, e_s for
+s < i, E_ts for s < i ≤ t, and Γ_C), each term with its own factor, none subtracted:
 
     dlog_i = Σ_{t≥i} (Q̃_t ⊙ dQ̃_t + K̃_t ⊙ dK̃_t) + Σ_{s<i} K̂_s ⊙ dK̂_s
-             + Σ_{s<i≤t} z_ts + Γ_C ⊙ rowsum(H_0 ⊙ dH_C)
+             + Σ_{s<i≤t} (pair terms: ``chunk_bwd.pair_grads``) + Γ_C ⊙ rowsum(H_0 ⊙ dH_C)
 
-with z_ts = x_t ⊙ y_s ⊙ E_ts w_ts the pair terms (for P: x = c, y = b, w = dP; for Mk:
-x = y = b, w = dMk). On the level of a pair (``utils.pairs.level``) E_ts = X_t X_s, split at r, with
-X_t spanning steps (r, t] and X_s steps (s, r]; so the row sums of a level (the pair
-parts of x_t ⊙ dx_t and of y_s ⊙ dy_s) go to the steps their own factor spans, one 0/1
-matrix product per level (``chunk_bwd.pair_grads``). Then dg_i = Σ_n A_n dlog_in and
-dA = Σ_i g_i dlog_i. No term is ever subtracted from another. (The shorter prefix form
-of the pair part, Σ_{s<i} κ_s - Σ_{t<i} ρ_t with κ, ρ the column and row sums, which the
-gla kernel uses, cancels the pairs inside (0, i); on longer chunks at strong decay it was
-less accurate in dA.)
+then dg_i = Σ_n A_n dlog_in and dA = Σ_i g_i dlog_i.
 
-Memory: the forward keeps W (B·T·H·S fp32), U (B·T·H·D fp32, written over Uv), the
-chunk-start states (B·H·⌈T/BT⌉·S·D fp32) and Mk and (I + M)⁻¹ (B·H·⌈T/BT⌉·BT·BT fp32
-each); without a backward to follow it forms neither Mk nor (I + M)⁻¹ into memory. The
-backward adds dU and the chunk-end gradients. Inputs may be fp32, bf16, fp16 (or fp64,
-computed as fp32); o and every gradient come back in their inputs' dtypes, the final state
-in fp32 (fp64 for fp64 inputs). What the products multiply: ``utils.precision``.
+Memory: W, U, the chunk-start states and, for a backward, Mk and (I + M)⁻¹, all fp32. o and
+every gradient come back in their inputs' dtypes, the final state in fp32 (fp64 for fp64).
 """
-
-from __future__ import annotations
 
 import torch
 
 from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
-from hymo_mini.ops.gated_delta.chunk_bwd import chunk_grad_kernel, du_local_kernel
-from hymo_mini.ops.gated_delta.chunk_chain import chain_fwd_kernel
-from hymo_mini.ops.gated_delta.chunk_h import (
-    group_bwd_kernel,
-    group_fwd_kernel,
-    group_scan_kernel,
-    state_bwd_kernel,
-    state_fwd_kernel,
-)
-from hymo_mini.ops.gated_delta.chunk_o import chunk_output_kernel
-from hymo_mini.ops.gated_delta.wy import wy_fwd_kernel
+from hymo_mini.ops.gated_delta import chunk_bwd, chunk_chain, chunk_h, chunk_o, wy
 from hymo_mini.ops.utils.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.utils.precision import INTERPRET, products
 
@@ -135,14 +104,21 @@ def _columns(split: int, width: int) -> int:
     return min(max(16, next_power_of_2(width)), max(16, next_power_of_2(split)))
 
 
+def _sizes(v, b, precision):
+    """B, T, H, S, D, NC (chunks), whether v is 16-bit, the sizes every kernel takes and
+    those of the kernels that hold a whole chunk."""
+    B, T, H, D = v.shape
+    S = b.shape[-1]
+    sizes = dict(H=H, S=S, D=D, BS=max(16, next_power_of_2(S)), BT=CHUNK)
+    in_chunk = dict(sizes, BD=max(16, next_power_of_2(D)), LOG2_BT=CHUNK.bit_length() - 1,
+                    PRECISION=precision)
+    return B, T, H, S, D, cdiv(T, CHUNK), v.element_size() == 2, sizes, in_chunk
+
+
 def _forward(v, b, c, g, A, beta, h0, output_final_state, keep, precision):
     """o, the final state (or None), and what the backward reads: the chunk-start states,
     U, W, Mk and (I + M)⁻¹ (Mk and (I + M)⁻¹ only if ``keep``)."""
-    B, T, H, D = v.shape
-    S, NC, half = b.shape[-1], cdiv(T, CHUNK), v.element_size() == 2
-    BS, BD = max(16, next_power_of_2(S)), max(16, next_power_of_2(D))
-    sizes = dict(H=H, S=S, D=D, BS=BS, BT=CHUNK)
-    in_chunk = dict(sizes, BD=BD, LOG2_BT=CHUNK.bit_length() - 1, PRECISION=precision)
+    B, T, H, S, D, NC, half, sizes, in_chunk = _sizes(v, b, precision)
     shape = (B * H, NC, CHUNK, CHUNK) if keep else (1,)  # placeholders the kernels skip
     mk, ti = v.new_empty(shape, dtype=torch.float32), v.new_empty(shape, dtype=torch.float32)
     u = v.new_empty(B, T, H, D, dtype=torch.float32)  # Uv, then U in place
@@ -154,55 +130,52 @@ def _forward(v, b, c, g, A, beta, h0, output_final_state, keep, precision):
         programs = cdiv(NC, STRETCH) * B * H
         flags = torch.zeros(1 + programs, dtype=torch.int32, device=v.device)
         for i, product in enumerate((True, False)):
-            chain_fwd_kernel[(programs,)](
+            chunk_chain.chain_fwd_kernel[(programs,)](
                 v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T, B * H,
-                i * programs, **sizes, BD=BD, LOG2_BT=CHUNK.bit_length() - 1, NB=STRETCH,
+                i * programs, **in_chunk, NB=STRETCH,
                 USE_H0=h0 is not None, STORE_HT=output_final_state, KEEP=keep,
-                PRODUCT=product, PRECISION=precision, **_launch("chain_fwd", half)[1])
+                PRODUCT=product, **_launch("chain_fwd", half)[1])
         return o, ht, hs, u, w, mk, ti
     left = v.new_empty(B * H * NC, dtype=torch.int32)  # chunks the product launch left
     for product in (True, False):
-        wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, left, T, **in_chunk,
-                                   KEEP=keep, PRODUCT=product, **_launch("wy_fwd", half)[1])
+        wy.wy_fwd_kernel[(NC, B * H)](v, b, g, A, beta, u, w, mk, ti, left, T, **in_chunk,
+                                      KEEP=keep, PRODUCT=product, **_launch("wy_fwd", half)[1])
     split, walk = _launch("state_fwd", half)
     NG, G = _groups(B * H * cdiv(D, _columns(split, D)), NC)
     if NG > 1:  # each group's map, the groups in order, then every group's walk
         split_sums, sums = _launch("group_sums", half)
         BDg = _columns(split_sums, S + D)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
-        group_fwd_kernel[(B * H * NG * cdiv(S + D, BDg),)](
+        chunk_h.group_fwd_kernel[(B * H * NG * cdiv(S + D, BDg),)](
             b, g, A, w, u, tg, T, NG, G, **sizes, BD=BDg, NA=cdiv(S + D, BDg),
             PRECISION=precision, **sums)
         split, walk = _launch("group_state_fwd", half)
         BDs = _columns(split, D)
         hg = v.new_empty(B * H, NG, S, D, dtype=torch.float32)  # each group's start state
-        group_scan_kernel[(B * H * cdiv(D, BDs),)](
-            tg, h0, hg, ht, NG, S=S, D=D, BS=BS, BD=BDs, ND=cdiv(D, BDs), REVERSE=False,
+        chunk_h.group_scan_kernel[(B * H * cdiv(D, BDs),)](
+            tg, h0, hg, ht, NG, S=S, D=D, BS=sizes["BS"], BD=BDs, ND=cdiv(D, BDs), REVERSE=False,
             USE_FIRST=h0 is not None, STORE_LAST=output_final_state, PRECISION=precision,
             **walk)
         h0, use_h0, store_ht = hg, True, False
     else:
         BDs, use_h0, store_ht = _columns(split, D), h0 is not None, output_final_state
-    state_fwd_kernel[(B * H * NG * cdiv(D, BDs),)](
+    chunk_h.state_fwd_kernel[(B * H * NG * cdiv(D, BDs),)](
         b, g, A, w, u, h0, hs, u, ht, T, NG, G, **sizes, BD=BDs, ND=cdiv(D, BDs),
         USE_H0=use_h0, STORE_HT=store_ht, PRECISION=precision, **walk)
     for product in (True, False):
-        chunk_output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, left, T, **in_chunk,
-                                         PRODUCT=product, **_launch("chunk_output", half)[1])
+        chunk_o.chunk_output_kernel[(NC, B * H)](b, c, g, A, hs, u, o, left, T, **in_chunk,
+                                                 PRODUCT=product,
+                                                 **_launch("chunk_output", half)[1])
     return o, ht, hs, u, w, mk, ti
 
 
 def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision):
-    B, T, H, D = v.shape
-    S, NC, half = b.shape[-1], cdiv(T, CHUNK), v.element_size() == 2
-    BS, BD = max(16, next_power_of_2(S)), max(16, next_power_of_2(D))
-    sizes = dict(H=H, S=S, D=D, BS=BS, BT=CHUNK)
-    in_chunk = dict(sizes, BD=BD, LOG2_BT=CHUNK.bit_length() - 1, PRECISION=precision)
+    B, T, H, S, D, NC, half, sizes, in_chunk = _sizes(v, b, precision)
     du = v.new_empty(B, T, H, D, dtype=torch.float32)  # Pᵀ dO, then dU in place
     left = v.new_empty(B * H * NC, dtype=torch.int32)
     for product in (True, False):
-        du_local_kernel[(NC, B * H)](b, c, g, A, do, du, left, T, **in_chunk, PRODUCT=product,
-                                     **_launch("du_local", half)[1])
+        chunk_bwd.du_local_kernel[(NC, B * H)](b, c, g, A, do, du, left, T, **in_chunk,
+                                               PRODUCT=product, **_launch("du_local", half)[1])
     dhs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # the chunk-end gradients
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if with_h0 else None
     split, walk = _launch("state_bwd", half)
@@ -212,24 +185,24 @@ def _backward(v, b, c, g, A, beta, hs, u, w, mk, ti, do, dht, with_h0, precision
         split_sums, sums = _launch("group_sums", half)
         BDg = _columns(split_sums, S + D)
         tg = v.new_empty(B * H, NG, S, S + D, dtype=torch.float32)
-        group_bwd_kernel[(B * H * NG * cdiv(S + D, BDg),)](
+        chunk_h.group_bwd_kernel[(B * H * NG * cdiv(S + D, BDg),)](
             b, c, g, A, w, do, du, tg, T, NG, G, **sizes, BD=BDg, NA=cdiv(S + D, BDg),
             PRECISION=precision, **sums)
         dhg = v.new_empty(B * H, NG, S, D, dtype=torch.float32)  # the gradient at each end
-        group_scan_kernel[(B * H * cdiv(D, BDs),)](
-            tg, dht, dhg, dh0, NG, S=S, D=D, BS=BS, BD=BDs, ND=cdiv(D, BDs), REVERSE=True,
+        chunk_h.group_scan_kernel[(B * H * cdiv(D, BDs),)](
+            tg, dht, dhg, dh0, NG, S=S, D=D, BS=sizes["BS"], BD=BDs, ND=cdiv(D, BDs), REVERSE=True,
             USE_FIRST=dht is not None, STORE_LAST=with_h0, PRECISION=precision, **walk)
         dht, use_dht, store_dh0 = dhg, True, False
     else:
         use_dht, store_dh0 = dht is not None, with_h0
-    state_bwd_kernel[(B * H * NG * cdiv(D, BDs),)](
+    chunk_h.state_bwd_kernel[(B * H * NG * cdiv(D, BDs),)](
         b, c, g, A, w, do, du, dht, dhs, dh0, T, NG, G, **sizes, BD=BDs, ND=cdiv(D, BDs),
         USE_DHT=use_dht, STORE_DH0=store_dh0, PRECISION=precision, **walk)
     dv, db, dc, dg, dbeta = (torch.empty_like(t) for t in (v, b, c, g, beta))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
-    chunk_grad_kernel[(NC, B * H)](v, b, c, g, A, beta, hs, dhs, u, du, do, mk, ti, dv, db,
-                                   dc, dg, dA, dbeta, T, **in_chunk,
-                                   **_launch("chunk_grad", half)[1])
+    chunk_bwd.chunk_grad_kernel[(NC, B * H)](
+        v, b, c, g, A, beta, hs, dhs, u, du, do, mk, ti, dv, db, dc, dg, dA, dbeta, T,
+        **in_chunk, **_launch("chunk_grad", half)[1])
     return dv, db, dc, dg, dA.view(B, H, NC, S).sum(dim=(0, 2)), dbeta, dh0
 
 

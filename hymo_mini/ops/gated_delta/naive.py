@@ -19,8 +19,6 @@ al.'s; with a per-dimension decay it is Kimi Delta Attention's.
 This loop is the oracle every faster path of the rule is tested against.
 """
 
-from __future__ import annotations
-
 import torch
 from einops import einsum
 

@@ -9,8 +9,6 @@ lower-triangular M_ts = β_t Mk_ts, Mk_ts = Σ_n b_tn b_sn exp((L_t - L_s) A_n) 
 so that the chunk's pseudo-values are U = Uv - W H_0 for the state H_0 it starts with.
 """
 
-from __future__ import annotations
-
 import triton
 import triton.language as tl
 
@@ -18,7 +16,7 @@ from hymo_mini.ops.utils.pairs import pairs, takes_chunk
 from hymo_mini.ops.utils.precision import dot
 from hymo_mini.ops.utils.tiles import gate_sums, load_rows, rates
 
-__all__ = ["unit_lower_inverse", "wy_fwd_kernel"]
+__all__ = ["unit_lower_inverse", "wy_form", "wy_fwd_kernel"]
 
 
 @triton.jit
@@ -35,6 +33,19 @@ def unit_lower_inverse(b_M, o_i, LOG2_BT: tl.constexpr, PRECISION: tl.constexpr)
         b_TM = dot(b_T, tl.where(m_k, b_M, 0.0), PRECISION)  # [BT, BT]
         b_T -= dot(b_TM, b_T, PRECISION)
     return b_T
+
+
+@triton.jit
+def wy_form(b_k, b_v, b_beta, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr,
+            PRODUCT: tl.constexpr, PRECISION: tl.constexpr):
+    """One chunk's Mk and (I + M)⁻¹ [BT, BT], W [BT, BS], Uv [BT, BD], and its keys decayed
+    to its end, K̂ [BT, BS], from its keys b_k, values b_v, β and gate sums."""
+    # the key pairs Σ_n b_tn b_sn E_tsn (s ≤ t), K̂, and K̃ = b ⊙ Γ
+    b_KK, b_kh, b_Kt = pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PRODUCT, PRECISION)
+    b_Mk = tl.where(o_i[:, None] > o_i[None, :], b_KK, 0.0)  # [BT, BT] pairs s < t
+    b_Ti = unit_lower_inverse(b_beta[:, None] * b_Mk, o_i, LOG2_BT, PRECISION)  # (I + M)⁻¹
+    b_w = dot(b_Ti, b_Kt * b_beta[:, None], PRECISION)
+    return b_Mk, b_Ti, b_w, dot(b_Ti, b_v * b_beta[:, None], PRECISION), b_kh
 
 
 @triton.jit
@@ -61,16 +72,12 @@ def wy_fwd_kernel(v, b, g, A, beta, uv, w, mk, ti, left, T,
     b_l, b_lend = gate_sums(b_g, o_i, BT)
     b_k = load_rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
     b_v = load_rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-    # the key pairs Σ_n b_tn b_sn E_tsn (s ≤ t) [BT, BT], and K̃ = b ⊙ Γ [BT, BS]
-    b_KK, _, b_Kt = pairs(b_k, b_k, b_l, b_lend, b_A2, o_i, LOG2_BT, PRODUCT, PRECISION)
-    b_Mk = tl.where(o_i[:, None] > o_i[None, :], b_KK, 0.0)  # [BT, BT] pairs s < t
-    b_Ti = unit_lower_inverse(b_beta[:, None] * b_Mk, o_i, LOG2_BT, PRECISION)  # (I + M)⁻¹
+    b_Mk, b_Ti, b_w, b_uv, _ = wy_form(b_k, b_v, b_beta, b_l, b_lend, b_A2, o_i, LOG2_BT,
+                                       PRODUCT, PRECISION)
     if KEEP:
         o_tt = (i_bh.to(tl.int64) * NC + i_c) * BT * BT + o_i[:, None] * BT + o_i[None, :]
         tl.store(mk + o_tt, b_Mk)
         tl.store(ti + o_tt, b_Ti)
     o_row = row0 + o_t[:, None] * H  # [BT, 1]
-    tl.store(w + o_row * S + o_s[None, :], dot(b_Ti, b_Kt * b_beta[:, None], PRECISION),
-             mask=m_t[:, None] & m_s[None, :])
-    tl.store(uv + o_row * D + o_d[None, :], dot(b_Ti, b_v * b_beta[:, None], PRECISION),
-             mask=m_t[:, None] & m_d[None, :])
+    tl.store(w + o_row * S + o_s[None, :], b_w, mask=m_t[:, None] & m_s[None, :])
+    tl.store(uv + o_row * D + o_d[None, :], b_uv, mask=m_t[:, None] & m_d[None, :])

@@ -35,8 +35,6 @@ kernel (``chunk_triton``) uses the same safe form on 16-step blocks.
 Backward comes from autograd: every operation is an ordinary differentiable torch op.
 """
 
-from __future__ import annotations
-
 import torch
 from einops import einsum
 

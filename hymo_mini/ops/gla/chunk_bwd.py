@@ -1,17 +1,8 @@
 """The gla rule's in-chunk gradients: a program per (chunk, batch, head) walks the chunk's
-blocks right to left, carrying dH, the gradient at the block's end, on chip. Per block
-(``chunk_triton`` derives each line), with H the state at its start, l the gate summed
-from its start and M_ts = do_t · v_s for s < t:
-
-    dv_s = Σ_{t≥s} W_ts do_t + (b_s ⊙ exp((l_end - l_s) A)) dH
-    dc_t = exp(l_t A) ⊙ (H do_t) + Σ_{s≤t} M_ts b_s ⊙ exp((l_t - l_s) A)
-    db_s = exp((l_end - l_s) A) ⊙ (dH v_s) + Σ_{t≥s} M_ts c_t ⊙ exp((l_t - l_s) A)
-
-and the gradient of the log-decay, dlog, from which dg and dA follow. The pair sums take
-the levels of ``utils.pairs`` whatever the decay.
+blocks right to left, carrying dH, the gradient at the block's end, on chip, and forms dv,
+db, dc, dg and dA (``chunk_triton`` derives each). The pair sums take the levels of
+``utils.pairs`` whatever the decay.
 """
-
-from __future__ import annotations
 
 import triton
 import triton.language as tl

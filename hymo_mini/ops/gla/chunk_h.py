@@ -5,13 +5,10 @@ L_end its sum over the chunk (``chunk_triton`` derives both):
     forward    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k,    ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s
     backward   dH_k = exp(L_end A) ⊙ dH_{k+1} + Σ_t (c_t ⊙ exp(L_t A)) ⊗ do_t
 
-The forward runs in two launches: every chunk's own write ΔH_k at once (one product per
-chunk), then a light sequential scan that only multiplies and adds states. The backward is
-one sequential pass, right to left, its product inside. The (n, d) entries of a state
+The forward is two launches: every chunk's own write ΔH_k at once, then a light sequential
+scan. The backward is one sequential pass, right to left. The (n, d) entries of a state
 evolve independently, so a sequential program may own a [BS, BD] block of it.
 """
-
-from __future__ import annotations
 
 import triton
 import triton.language as tl

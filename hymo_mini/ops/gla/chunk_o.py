@@ -8,8 +8,6 @@ block with l the gate summed from its start and H the state it starts with:
 with the pair weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n) of ``utils.pairs``.
 """
 
-from __future__ import annotations
-
 import triton
 import triton.language as tl
 

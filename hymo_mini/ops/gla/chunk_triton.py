@@ -3,22 +3,15 @@ autograd Function.
 
     H_t = exp(g_t A) ⊙ H_{t-1} + b_t ⊗ v_t ,      o_t = c_tᵀ H_t
 
-``hymo_mini.ops.gla.chunk`` derives the chunked form in einops; the kernels compute it on
-the tensor cores with two lengths in play. **Chunks of BC steps** are where the state is
-written to memory: H_k, the state chunk k starts with. **Blocks of BT = 16 steps** are where
-the decay-weighted pairs are formed, inside a program that carries the state on chip. The
-forward is a recipe of three launches:
+``hymo_mini.ops.gla.chunk`` derives the chunked form; the kernels compute it with the state
+in memory once per chunk of BC steps (H_k, the state chunk k starts with) and the pairs formed
+in blocks of BT = 16 steps, inside a program that carries the state on chip:
 
     1. chunk_writes_kernel   (chunk_h)    every chunk's own write ΔH_k and decay, at once
     2. state_scan_kernel     (chunk_h)    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k, chunk by chunk
-    3. chunk_output_kernel   (chunk_o)    every chunk's outputs from H_k, block by block
-
-(step 3 twice, pairs by one product where a chunk fits and by levels elsewhere:
-``utils.pairs``). Where a backward will follow, step 3 also stores the state each block
-starts with. The backward is two launches:
-
-    4. state_grad_kernel     (chunk_h)    dH at each chunk's end, right to left
-    5. chunk_grad_kernel     (chunk_bwd)  every chunk's dv, db, dc, dg and dA, at once
+    3. chunk_output_kernel   (chunk_o)    every chunk's outputs from H_k (twice: ``utils.pairs``)
+    4. state_grad_kernel     (chunk_h)    backward: dH at each chunk's end, right to left
+    5. chunk_grad_kernel     (chunk_bwd)  backward: every chunk's dv, db, dc, dg and dA
 
 **The backward, derived** (per block; dH the gradient of the loss at the block's end, H the
 state at its start, l the gate summed from its start, M_ts = do_t · v_s for s < t):
@@ -27,33 +20,25 @@ state at its start, l the gate summed from its start, M_ts = do_t · v_s for s <
     dc_t = exp(l_t A) ⊙ (H do_t) + Σ_{s≤t} M_ts b_s ⊙ exp((l_t - l_s) A)
     db_s = exp((l_end - l_s) A) ⊙ (dH v_s) + Σ_{t≥s} M_ts c_t ⊙ exp((l_t - l_s) A)
 
-The gradient of the log-decay g_t A (an S-vector), dlog_t, collects every decay factor that
-spans step t: reads at t' ≥ t of the block's start state, writes at s < t carried to the
-block's end, pairs s < t ≤ t' inside the block, and the carry exp(l_end A):
+dlog_t, the gradient of the log-decay g_t A (S,), collects every decay factor spanning step t:
 
     dlog_t = Σ_{t'≥t} c_t' ⊙ dc^H_t' + Σ_{s<t} (b_s ⊙ (db^H_s + db^W_s) - c_s ⊙ dc^W_s)
              + exp(l_end A) ⊙ rowsum(H ⊙ dH)
 
 (H: the part through the block's start or end state; W: the in-block part without its
 t = s terms, which cancel exactly). Then dg_t = Σ_n A_n dlog_tn and dA = Σ_t g_t dlog_t.
-The shorter dlog_t = Σ_{u≥t} (c_u ⊙ dc_u - b_u ⊙ db_u) + rowsum(H_end ⊙ dH) is the same
-number, but it subtracts terms of size one whose difference is tiny at strong decay, and
-loses dA to the products' rounding. Every term above carries its own decay factor.
+Every term carries its own decay factor: the shorter Σ_{u≥t} (c_u ⊙ dc_u - b_u ⊙ db_u) +
+rowsum(H_end ⊙ dH) subtracts terms of size one and loses dA at strong decay.
 
-Memory: the forward keeps the chunk states and, for the backward, the block-start states
-(B·H·⌈T/16⌉·S·D fp32); the backward adds the chunk-end gradients. Inputs may be fp32, bf16,
-fp16 (or fp64, computed as fp32); o and every gradient come back in their input's dtype,
-the final state in fp32. What the products multiply: ``utils.precision``.
+Memory: the chunk states and, for a backward, the block-start states (B·H·⌈T/16⌉·S·D
+fp32). Inputs may be fp32, bf16, fp16 (or fp64, computed as fp32); o and every gradient come
+back in their input's dtype, the final state in fp32. Products: ``utils.precision``.
 """
-
-from __future__ import annotations
 
 import torch
 
 from hymo_mini.launching import cdiv, next_power_of_2, on_inputs_device
-from hymo_mini.ops.gla.chunk_bwd import chunk_grad_kernel
-from hymo_mini.ops.gla.chunk_h import chunk_writes_kernel, state_grad_kernel, state_scan_kernel
-from hymo_mini.ops.gla.chunk_o import chunk_output_kernel
+from hymo_mini.ops.gla import chunk_bwd, chunk_h, chunk_o
 from hymo_mini.ops.utils.checks import check_inputs, check_triton_device, empty_sequence
 from hymo_mini.ops.utils.precision import INTERPRET, products
 
@@ -87,11 +72,12 @@ def _forward(v, b, c, g, A, h0, output_final_state, keep, precision):
     hs = v.new_empty(B * H, NC, S, D, dtype=torch.float32)  # ΔH_k, then H_k in place
     decay = v.new_empty(B * H, NC, S, dtype=torch.float32)
     ht = v.new_empty(B, H, S, D, dtype=torch.float32) if output_final_state else None
-    chunk_writes_kernel[(NC, B * H)](b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=CHUNK, BS=BS,
-                                     BD=BD, PRECISION=precision, **LAUNCH["chunk_writes"])
+    chunk_h.chunk_writes_kernel[(NC, B * H)](b, v, g, A, hs, decay, T, H=H, S=S, D=D, BC=CHUNK,
+                                             BS=BS, BD=BD, PRECISION=precision,
+                                             **LAUNCH["chunk_writes"])
     sBS, sBD, NS, ND = _state_blocks(S, D, 1)  # no tl.dot in the scan: any width
     scan = LAUNCH["state_scan"]
-    state_scan_kernel[(B * H * NS * ND,)](
+    chunk_h.state_scan_kernel[(B * H * NS * ND,)](
         hs, decay, h0, ht, T, S=S, D=D, BC=CHUNK, BS=sBS, BD=sBD, NS=NS, ND=ND,
         USE_H0=h0 is not None, STORE_HT=output_final_state, NUM_STAGES=scan["num_stages"],
         num_warps=scan["num_warps"])
@@ -99,7 +85,7 @@ def _forward(v, b, c, g, A, h0, output_final_state, keep, precision):
     hb = v.new_empty(B * H, cdiv(T, BLOCK), S, D, dtype=torch.float32) if keep else None
     left = v.new_empty(B * H * NC, dtype=torch.int32)  # chunks the product launch left
     for product in (True, False):
-        chunk_output_kernel[(NC, B * H)](
+        chunk_o.chunk_output_kernel[(NC, B * H)](
             v, b, c, g, A, hs, o, hb, left, T, H=H, S=S, D=D, BC=CHUNK, BS=BS, BD=BD,
             BT=BLOCK, LOG2_BT=BLOCK.bit_length() - 1, STORE_HB=keep, PRODUCT=product,
             PRECISION=precision, **LAUNCH["chunk_output"])
@@ -114,14 +100,14 @@ def _backward(v, b, c, g, A, h0, hb, do, dht, precision):
     dh0 = v.new_empty(B, H, S, D, dtype=torch.float32) if h0 is not None else None
     sBS, sBD, NS, ND = _state_blocks(S, D, 16)
     grad = LAUNCH["state_grad"]
-    state_grad_kernel[(B * H * NS * ND,)](
+    chunk_h.state_grad_kernel[(B * H * NS * ND,)](
         c, g, A, do, dht, dhs, dh0, T, H=H, S=S, D=D, BC=CHUNK, BS=sBS, BD=sBD, NS=NS, ND=ND,
         USE_DHT=dht is not None, STORE_DH0=h0 is not None, NUM_STAGES=grad["num_stages"],
         PRECISION=precision, num_warps=grad["num_warps"])
     dv, db, dc, dg = (torch.empty_like(t) for t in (v, b, c, g))
     dA = v.new_empty(B * H, NC, S, dtype=torch.float32)  # per-chunk partial sums
     BS, BD = max(16, next_power_of_2(S)), max(16, next_power_of_2(D))
-    chunk_grad_kernel[(NC, B * H)](
+    chunk_bwd.chunk_grad_kernel[(NC, B * H)](
         v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T, H=H, S=S, D=D, BC=CHUNK, BS=BS,
         BD=BD, BT=BLOCK, LOG2_BT=BLOCK.bit_length() - 1, PRECISION=precision,
         **LAUNCH["chunk_grad"])

@@ -13,8 +13,6 @@ linear attention (GLA) with a per-dimension decay, which is why this folder is `
 This loop is the oracle every faster path of the rule is tested against.
 """
 
-from __future__ import annotations
-
 import torch
 from einops import einsum
 

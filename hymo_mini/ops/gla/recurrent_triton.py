@@ -4,17 +4,11 @@
     o_t = c_t^T H_t
 
 As the document describes: one program per (batch, head), the state on chip in fp32, a
-sequential loop over time. Three things differ from its design:
-
-* **The loads are software-pipelined.** Nothing a step loads depends on the state, so
-  ``tl.range(..., num_stages=3)`` lets the compiler copy the inputs of the next steps into
-  shared memory while this one computes. Each iteration takes two time steps, as
-  [block, 2] tiles cut by ``tl.split``, so a 16-bit load still moves the 4 bytes per thread
-  that an asynchronous copy needs.
-* **The value axis D can be split across programs** (``CONFIGS["fwd"]["block"]``): the D
-  columns of the state evolve independently, so a program may own an (S, BD) slice.
-* **No state trajectory is stored.** The document keeps every H_t for the backward,
-  B·T·H·S·D·4 bytes per layer; here the forward keeps one state every C steps.
+sequential loop over time. What differs from its design: the loads are software-pipelined
+(nothing a step loads depends on the state; each iteration takes two steps, as [block, 2]
+tiles cut by ``tl.split``, so a 16-bit load still moves the 4 bytes an asynchronous copy
+needs); the D columns of the state, which evolve independently, may be split across
+programs; and the forward keeps one state every C steps, not every H_t.
 
 The backward, derived. Write α_t = exp(g_t A) (an S-vector) and dH_t for the gradient of
 the loss with respect to H_t through every later step. Running backwards in time,
@@ -32,17 +26,11 @@ into a scratch buffer and then walks them right to left. (The cheaper identity
 dlog_t = dlog_{t+1} + c_t ⊙ dc_t - b_t ⊙ db_t needs no H_{t-1}, but it subtracts nearly
 equal terms and loses the gate gradient's precision over long sequences.)
 
-Memory: the forward saves the inputs themselves (no copies), the checkpoints
-B·H·(T/C)·S·D fp32 (only when a gradient is needed) and the final state if it is
-returned; the backward adds its scratch, one segment per (b, h), B·H·C·S·D fp32. Each
-step runs three times (forward, replay, reverse).
-
-Sizes need not be powers of two: blocks are the next power of two and loads and stores
-are masked, so S=12, D=20 or T=63 run without padded copies. Everything accumulates in
-fp32; o and the gradients come back in their input's dtype (float64 is computed in fp32).
+Memory: the inputs, the checkpoints B·H·(T/C)·S·D fp32 (only when a gradient is needed);
+the backward adds one segment of scratch per (b, h). Sizes need not be powers of two (masked
+blocks). Everything accumulates in fp32; o and the gradients come back in their input's
+dtype (float64 is computed in fp32).
 """
-
-from __future__ import annotations
 
 import torch
 import triton
@@ -70,14 +58,9 @@ INTERPRET_CONFIGS = {
 }
 
 
-# --------------------------------------------------------------------------------------
-# Kernels. Layouts: v (B, T, H, D); b, c (B, T, H, S); g (B, T, H) fp32; A (H, S);
-# states (B, H, S, D). Row r = (i_b, t, i_h) of the (B, T, H) grid starts at r * S or r * D.
-# Each loop iteration handles two time steps: the loads are [block, 2] tiles (time last)
-# that tl.split cuts into the two steps' vectors. Two steps give every thread at least
-# 4 bytes per load for 16-bit inputs, the smallest copy the pipeliner (cp.async) makes,
-# and two independent reductions per iteration for the scheduler to overlap.
-# --------------------------------------------------------------------------------------
+# Layouts: v (B, T, H, D); b, c (B, T, H, S); g (B, T, H) fp32; A (H, S); states (B, H, S, D).
+# Each loop iteration takes two steps, loaded as [block, 2] tiles (time last) that tl.split
+# cuts into the two steps' vectors.
 @triton.jit
 def _fwd_kernel(v, b, c, g, A, h0, o, ht, ckpt, T,
                 H: tl.constexpr, S: tl.constexpr, D: tl.constexpr,
@@ -230,15 +213,8 @@ def _bwd_kernel(v, b, c, g, A, do, dht, ckpt, scratch, dv, db, dc, dg, dA, dh0, 
         tl.store(dh0 + i_bh.to(tl.int64) * S * D + o_h, b_dh.to(dh0.dtype.element_ty), mask=m_h)
 
 
-# --------------------------------------------------------------------------------------
-# Launchers and the autograd wrapper
-# --------------------------------------------------------------------------------------
-def _itemsize_key(v: torch.Tensor) -> int:
-    return 2 if v.element_size() == 2 else 4
-
-
 def _config(name: str, v: torch.Tensor) -> dict:
-    return INTERPRET_CONFIGS[name] if INTERPRET else CONFIGS[name][_itemsize_key(v)]
+    return INTERPRET_CONFIGS[name] if INTERPRET else CONFIGS[name][min(v.element_size(), 4)]
 
 
 def _chunk(v: torch.Tensor) -> int:

@@ -7,26 +7,6 @@ the other's folder; both import from here.
     tiles.py      a block of rows, the gate's running sums, the rates in base 2 (Triton)
     pairs.py      a block's decay-weighted pair weights, by levels or by one product (Triton)
 
-The Triton modules are imported by the kernels that use them, never from here: a kernel is
-built when its module is imported, and ``TRITON_INTERPRET=1`` must be set before that.
+The Triton modules are imported by the kernels that use them, never here: a kernel is built
+when its module is imported, and ``TRITON_INTERPRET=1`` must be set before that.
 """
-
-from hymo_mini.ops.utils.checks import (
-    check_inputs,
-    check_triton_device,
-    compute_dtype,
-    empty_sequence,
-    start_state,
-)
-from hymo_mini.ops.utils.chunks import (
-    ONE_PRODUCT_SPAN,
-    causal_decays,
-    check_chunk_size,
-    from_chunks,
-    one_product_chunks,
-    to_chunks,
-)
-
-__all__ = ["check_inputs", "check_triton_device", "compute_dtype", "empty_sequence",
-           "start_state", "ONE_PRODUCT_SPAN", "causal_decays", "check_chunk_size", "from_chunks",
-           "one_product_chunks", "to_chunks"]

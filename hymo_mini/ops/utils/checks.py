@@ -1,12 +1,5 @@
-"""The one input check every GDN path shares, the Triton kernels' device check, the
-compute dtype and start state of the plain PyTorch paths, and the result of an empty
-sequence.
-
-Layouts (every rule, every backend): v (B, T, H, D); b, c (B, T, H, S); g (B, T, H);
-A (H, S); beta (B, T, H) for the delta rule; initial_state (B, H, S, D).
-"""
-
-from __future__ import annotations
+"""The input check every GDN path shares, the kernels' device check, the plain paths' compute
+dtype and start state, and the result of an empty sequence (layouts: ``LAYOUTS``)."""
 
 import torch
 
@@ -52,13 +45,9 @@ def _check_shapes(tensors: dict[str, torch.Tensor]) -> None:
 
 def check_inputs(v, b, c, g, A, initial_state=None, beta=None, *,
                  check_values: bool = True) -> None:
-    """Raise a clear one-line error for inputs no GDN path can take.
-
-    Types, dtypes, one device, every shape against v and b. With ``check_values`` also
-    that the decay g * A is finite: one reduction read back to the host, which on a GPU
-    waits for the device, so callers that build g and A finite (the GDN mixer: a sigmoid
-    and -exp) pass ``check_values=False``.
-    """
+    """Raise a one-line error for inputs no GDN path can take: types, dtypes, one device,
+    every shape against v and b; with ``check_values`` also a finite decay g * A (a read back
+    to the host: the GDN mixer, which builds them finite, passes ``check_values=False``)."""
     tensors = {"v": v, "b": b, "c": c, "g": g, "A": A}
     if beta is not None:
         tensors["beta"] = beta
@@ -74,10 +63,8 @@ def check_inputs(v, b, c, g, A, initial_state=None, beta=None, *,
 
 
 def check_triton_device(v, interpret: bool, what: str, module: str, instead: str) -> None:
-    """Raise unless a Triton kernel can run where ``v`` is: compiled on a CUDA GPU, or under
-    the interpreter (``interpret``: TRITON_INTERPRET=1 was set before ``module`` was
-    imported, when the kernels were built). ``what`` names the kernel or backend asked
-    for, ``instead`` what runs anywhere."""
+    """Raise unless a Triton kernel can run where ``v`` is: on a CUDA GPU, or under the
+    interpreter (``interpret``: TRITON_INTERPRET=1 was set before ``module`` was imported)."""
     if v.device.type != "cuda" and not interpret:
         raise RuntimeError(f"{what} needs a CUDA GPU, or the Triton interpreter on CPU: set "
                            f"TRITON_INTERPRET=1 before {module} is imported, or use {instead}")

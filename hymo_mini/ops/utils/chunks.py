@@ -7,8 +7,6 @@ says why its zero steps leave the state unchanged (g = 0: no decay; b = 0, and Î
 the delta rule: no write), and their outputs are dropped on the way back.
 """
 
-from __future__ import annotations
-
 import math
 
 import torch
@@ -65,13 +63,9 @@ def one_product_chunks(g: torch.Tensor, A: torch.Tensor, chunk_size: int,
     and A (H, S) < 0.
 
     A chunk fits when, in every block of ``block_size`` steps, the gate summed from the
-    block's start times the spread of the head's rates, max_n A_n - min_n A_n in base 2,
-    stays within ``ONE_PRODUCT_SPAN``. (The product takes the decay every key shares, the
-    slowest rate's, as a tile of its own, so only the keys' excess over it has to fit: a
-    head whose keys share one rate fits however strong its decay.) The last chunk counts
-    its padding steps as g = 0. The gla kernel decides per chunk of 128 steps in blocks of
-    16, the delta kernel per chunk of 16. A value within rounding of the limit may be
-    decided the other way by a kernel, which sums in its own order."""
+    block's start times the spread of the head's rates (max A - min A, base 2) stays within
+    ``ONE_PRODUCT_SPAN``: a head whose keys share one rate fits at any decay. Padding steps
+    count as g = 0. A value within rounding of the limit may go the other way in a kernel."""
     if g.ndim != 3:
         raise ValueError(f"g must be (B, T, H), got shape {tuple(g.shape)}")
     if A.ndim != 2 or A.shape[0] != g.shape[2]:

@@ -14,25 +14,20 @@ indices differ: on level k, s lies in the lower and t in the upper half of one
     exp2((l_t - l_s) A2) = exp2((l_t - l_r) A2) · exp2((l_r - l_s) A2),   both in [0, 1].
 
 A step is a t of the level or an s, never both, so one [BT, S] tile of factors X_k serves
-both sides and a level is one masked product, (x ⊙ X_k)(y ⊙ X_k)ᵀ. Nothing overflows: a
-factor that underflows to zero belongs to a pair whose weight is below 1e-38 as well.
+both sides: a level is one masked product, (x ⊙ X_k)(y ⊙ X_k)ᵀ, and nothing overflows.
 
 **The fast form, one product.** Split each rate into the head's slowest, a = max A2, and
 the excess, δ_n = A2_n - a ≤ 0. The shared part leaves the sum over n:
 
     W_ts = exp2((l_t - l_s) a) · Σ_n (x_tn exp2(l_t δ_n)) (y_sn exp2(-l_s δ_n)),
 
-one product times a [BT, BT] tile of decays in [0, 1]. Its factors stay far from fp32's
-limits while every |l_t δ_n| of the block is within SPAN (2^±64): a head whose keys share
-one rate (δ = 0, as the GDN block initialises it) always fits.
+one product times a [BT, BT] tile of decays in [0, 1], safe while every |l_t δ_n| of the
+block is within SPAN (base 2): a head whose keys share one rate always fits.
 
-**Two launches.** A kernel that forms pairs runs twice: the first launch (PRODUCT) takes
-the chunks that fit and marks the others; the second takes the marked ones by the levels
-(:func:`takes_chunk`). Both forms are compiled into separate launches, not chosen by a
-branch inside one kernel, which one compiler release miscompiled.
+**Two launches.** A kernel that forms pairs runs twice: the first (PRODUCT) takes the chunks
+that fit and marks the others, the second takes those by the levels (:func:`takes_chunk`),
+never a branch between the forms inside one kernel (one compiler release miscompiled it).
 """
-
-from __future__ import annotations
 
 import triton
 import triton.language as tl

@@ -3,24 +3,20 @@
 A tensor core multiplies 16-bit or TF32 operands (TF32 keeps 10 of fp32's 23 mantissa bits)
 and adds in fp32. What that means for each input dtype:
 
-* **fp32 inputs** get fp32-grade products, "bf16x6": each operand is split into three bf16
-  pieces, a = a₁ + a₂ + a₃, each piece the bf16 rounding of what the pieces before it left
-  (together 24 bits); of the nine products of pieces, the six whose orders add up to at
-  most four are summed, smallest first. What is left out is below fp32's own rounding.
-  The user may trade precision for speed with PyTorch's own switch,
-  ``torch.backends.cuda.matmul.allow_tf32 = True`` or
-  ``torch.set_float32_matmul_precision("high")``: then plain TF32.
+* **fp32 inputs** get fp32-grade products, "bf16x6": each operand split into three bf16
+  pieces (each the rounding of what the pieces before it left; 24 bits together), and the
+  six products of pieces whose orders add up to at most four summed, smallest first; what
+  is left out is below fp32's rounding. PyTorch's own switch
+  (``torch.set_float32_matmul_precision("high")``) trades that for plain TF32.
 * **bf16 and fp16 inputs** carry fewer bits than TF32 already. The forward multiplies
   their blocks rounded to bf16, "bf16"; the backward multiplies in TF32, since its gate
   gradients are sums of many cancelling terms that bf16 operands would blur.
 * **fp64 inputs** are computed as fp32.
 
-Under the Triton interpreter (the CPU) ``tl.dot`` multiplies in plain fp32 whatever it is
-asked, so fp32-grade products are plain fp32 ("ieee") there; "bf16" rounds the operands to
-bf16 by their bits first (the interpreter's own conversion truncates instead).
+Under the Triton interpreter ``tl.dot`` multiplies in plain fp32 whatever it is asked, so
+fp32-grade products are plain fp32 ("ieee") there, and "bf16" rounds the operands by their
+bits first (the interpreter's own conversion truncates).
 """
-
-from __future__ import annotations
 
 import os
 

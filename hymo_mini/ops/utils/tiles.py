@@ -5,8 +5,6 @@ batch element i_b and head i_h is row ``(i_b·T + t)·H + i_h`` of the (B·T·H,
 so a kernel finds its rows from ``row0 = i_b·T·H + i_h`` and the steps ``o_t``.
 """
 
-from __future__ import annotations
-
 import triton
 import triton.language as tl
 
