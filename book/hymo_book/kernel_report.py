@@ -29,7 +29,8 @@ from hymo_book.kernel_runs import DELTA_AUTO_PEERS, delta_entries
 from hymo_book.results import RESULTS_DIR, CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["OPS_FOLDERS", "kernel_files", "on_gpu", "recipe", "LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
+__all__ = ["OPS_FOLDERS", "kernel_files", "on_gpu", "recipe",
+           "LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
            "STANDING_H100", "standing", "GLA_TF32_RUN", "GLA_BF16X6_RUN", "TF32_PRECISIONS",
            "tf32_beside_peer", "ERROR_FLOOR", "FP32_PRODUCTS_RUNS", "fp32_products_table",
@@ -85,11 +86,16 @@ def kernel_files(folders: tuple[str, ...] = OPS_FOLDERS) -> CaptionedTable:
 
 def recipe(module: str) -> list[dict]:
     """The numbered launches of a launcher's docstring (``chunk_triton`` of either rule), in
-    order: {step, kernel, file, what} (``what`` its first line only)."""
-    doc = ast.get_docstring(ast.parse(_source(module)))
-    return [{"step": int(m.group(1)), "kernel": m.group(2), "file": m.group(3),
-             "what": m.group(4).strip()}
-            for line in doc.splitlines() if (m := _RECIPE_LINE.match(line))]
+    order: {step, kernel, file, what, direction} (``what`` its first line only; the
+    direction "backward" after a line that says "The backward is", else "forward")."""
+    steps, direction = [], "forward"
+    for line in ast.get_docstring(ast.parse(_source(module))).splitlines():
+        if m := _RECIPE_LINE.match(line):
+            steps.append({"step": int(m.group(1)), "kernel": m.group(2), "file": m.group(3),
+                          "what": m.group(4).strip(), "direction": direction})
+        elif "The backward is" in line:
+            direction = "backward"
+    return steps
 
 
 def on_gpu(module: str, name: str):

@@ -16,7 +16,8 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
-           "ADOPTED", "REACH_CHUNK", "HOPS", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES", "change_label", "settings_table",
+           "ADOPTED", "REACH_CHUNK", "HOPS", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES",
+           "change_label", "settings_table",
            "comparisons", "keepers", "fastest", "handoffs", "device_ratios", "GRAPH_RUNS",
            "GRAPH_DTYPES", "graph_table", "HALF_RUNS", "DELTA_HALF_RUNS", "DELTA_FP32_RUNS"]
 

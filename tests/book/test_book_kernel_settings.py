@@ -124,6 +124,7 @@ def test_bf16_products_are_kept():
     forward then meets the 3x device-time target; the outputs agree with TF32's to bf16's
     grade."""
     import torch
+
     from hymo_mini.ops.utils.precision import products
 
     table = ks.settings_table(ks.HALF_RUNS)
@@ -144,6 +145,7 @@ def test_delta_bf16_products_are_kept_and_the_walk_read_ahead_is_not():
     too. Each change's rows only where it applies: the products at bf16, the walk at fp32
     (whose forward is the passes)."""
     import torch
+
     from hymo_mini.ops.utils.precision import products
 
     table = ks.settings_table(ks.DELTA_HALF_RUNS)
