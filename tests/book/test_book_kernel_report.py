@@ -625,3 +625,5 @@ def test_the_kernel_files_are_the_folders_files_and_the_recipes_their_launches()
             range(1, len(steps) + 1))
         for s in steps:
             assert f"def {s['kernel']}(" in (root / rule / f"{s['file']}.py").read_text()
+    # chapter 21 names the one launch of 16-bit inputs by its kernel
+    assert "def chain_fwd_kernel(" in (root / "gated_delta" / "chunk_chain.py").read_text()
