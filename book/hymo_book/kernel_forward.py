@@ -1,12 +1,14 @@
 """Chapter 21's tables of the chunked kernels' forwards against the copy of their bytes.
-The gla kernel's, from the runs that chose its one-launch forward
-(``hymo_mini.ops.gla.chunk_chain``): the three-launch forward under launch settings, the two
-forwards over chunks of 64 and 128 steps at both shapes, the chosen setting alone, and the
-dispatcher without and with its value check. The delta rule kernel's, from the runs that
-chose its one-launch forward for 16-bit inputs (``hymo_mini.ops.gated_delta.chunk_chain``):
-the forward in passes against one launch over stretches of chunks, at both shapes. And what
-the compiler for the GPU emits for the forwards' loops, by the levels or by one product
-(``benchmarks/sass_count.py``: a static count, no time).
+The gla kernel's, from the runs that chose its one-launch forward then (a forward the
+library has since deleted: the gla forward is three launches again): the three-launch
+forward under launch settings, the two forwards over chunks of 64 and 128 steps at both
+shapes, the chosen setting alone, and the dispatcher without and with its value check. The
+delta rule kernel's, from the runs that chose its one-launch forward for 16-bit inputs
+(``hymo_mini.ops.gated_delta.chunk_chain``, still the forward of the dtypes of
+``chunk_triton.ONE_LAUNCH``): the forward in passes against one launch over stretches of
+chunks, at both shapes. And what the compiler for the GPU emitted for the forwards' loops of
+those trees, by the levels or by one product (``benchmarks/sass_count.py``, a script since
+deleted: a static count, no time).
 Read from ``book/results``; nothing here measures time. Checked by
 ``tests/book/test_book_kernel_forward.py``.
 """
@@ -188,15 +190,20 @@ def delta_chain_table(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> CaptionedTabl
 
 
 def delta_latest_forward(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> dict:
-    """{(shape, dtype key): {fwd_ms, copy_ms, ratio, fwdbwd_ms, setting}} at the setting the
-    library uses now for that dtype (``chunk_triton.CONFIGS`` for fp32, ``CONFIGS_16BIT``
-    for bf16), read from the runs' rows; a setting no run timed is an error."""
+    """{(shape, dtype key): {fwd_ms, copy_ms, ratio, fwdbwd_ms, setting}} at the forward the
+    library takes now for that dtype, read from the runs' rows: one launch over stretches of
+    ``chunk_triton.STRETCH`` chunks for the dtypes of ``chunk_triton.ONE_LAUNCH``, the
+    passes for the others. (The runs' tree is older than the library: this is that choice
+    as the runs timed it.) A choice no run timed is an error."""
+    import torch
+
     from hymo_mini.ops.gated_delta import chunk_triton as gdt
 
     out, rows = {}, delta_chain_table(runs).rows
     for key in DELTA_DTYPES:
-        cfg = {**gdt.CONFIGS, **(gdt.CONFIGS_16BIT if key == "bfloat16" else {})}
-        wanted = delta_setting_label({"forward": cfg["forward"], "chain": cfg["chain"]})
+        one_launch = getattr(torch, key) in gdt.ONE_LAUNCH
+        wanted = delta_setting_label({"forward": "chain", "chain": {"chunks": gdt.STRETCH}}
+                                     if one_launch else {})
         for row in rows:
             if row["setting"] == wanted:
                 r = row[key]

@@ -11,7 +11,11 @@ a model of software pipelining. Nothing here measures time or needs a GPU.
   :func:`roofline_figure`.
 * **TF32**: :func:`tf32_round` rounds float32 to TF32's 10 mantissa bits on the CPU;
   :func:`tf32_matmul` and :func:`tf32x3_matmul` emulate one and three TF32 products,
-  :func:`bf16_pieces` and :func:`bf16x6_matmul` an fp32-grade product from six bf16 ones.
+  :func:`bf16_pieces` and :func:`bf16x6_matmul` an fp32-grade product from six bf16 ones;
+  :func:`products_on` and :func:`products_table` say what the package's chunk kernels
+  multiply for each input dtype and direction, on a GPU and under the Triton interpreter
+  (``hymo_mini.ops.utils.precision.products``, asked for either place whichever this
+  process runs).
 * **Pipelining**: :func:`pipeline_schedule` times a loop of loads and computations with
   ``stages`` loads in flight, as ``num_stages`` asks the compiler to; :func:`pipeline_figure`
   draws it.
@@ -29,10 +33,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from hymo_mini.analysis.tables import TextTable
+
 __all__ = ["TF32_BITS", "DOT_MIN", "GpuSpec", "H200", "measured_gpu", "hierarchy_rows", "floors",
            "ridge_point", "operations", "roofline_figure", "tf32_round", "tf32_matmul",
-           "tf32x3_matmul", "bf16_pieces", "bf16x6_matmul", "rel_error", "pipeline_schedule",
-           "pipeline_figure"]
+           "tf32x3_matmul", "bf16_pieces", "bf16x6_matmul", "rel_error", "products_on",
+           "products_table", "pipeline_schedule", "pipeline_figure"]
 
 
 TF32_BITS = 10  # mantissa bits TF32 keeps of float32's 23
@@ -232,6 +238,31 @@ def rel_error(x: torch.Tensor, ref: torch.Tensor) -> float:
     """Relative RMS error of x against ref, in float64."""
     x, ref = x.double(), ref.double()
     return ((x - ref).norm() / ref.norm()).item()
+
+
+def products_on(dtype: torch.dtype, forward: bool, interpreter: bool) -> str:
+    """What the chunk kernels' products multiply for inputs of ``dtype`` in one direction
+    (``hymo_mini.ops.utils.precision.products``), on a GPU (``interpreter=False``) or under
+    the Triton interpreter, whichever of the two this process runs: the library's answer
+    with its interpreter flag set for the question, then put back."""
+    from unittest import mock
+
+    from hymo_mini.ops.utils import precision
+
+    with mock.patch.object(precision, "INTERPRET", interpreter):
+        return precision.products(dtype, forward=forward)
+
+
+def products_table(dtypes=(torch.float32, torch.bfloat16, torch.float16)) -> TextTable:
+    """``products_on`` for each input dtype, forward and backward, on a GPU and under the
+    interpreter, as PyTorch's TF32 switch stands now (off by default)."""
+    rows = [(str(d).removeprefix("torch."),
+             *(products_on(d, fwd, interp) for interp in (False, True) for fwd in (True, False)))
+            for d in dtypes]
+    return TextTable(("inputs", "GPU: forward", "GPU: backward", "interpreter: forward",
+                      "interpreter: backward"), rows, align="lllll",
+                     title="what the chunk kernels' products multiply "
+                           "(hymo_mini.ops.utils.precision.products)")
 
 
 # --------------------------------------------------------------------------------------

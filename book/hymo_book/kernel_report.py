@@ -1,6 +1,7 @@
-"""Chapter 21, the kernel report: the launch arithmetic against the measured loop, and every
-target set for the package's chunked kernels with its verdict (the runs' own tables are in
-:mod:`hymo_book.kernel_runs`), read from ``book/results``.
+"""Chapter 21, the kernel report: what the kernels are now (their files and recipes, read from
+the library's own docstrings and module-level settings), the launch arithmetic against the
+measured loop, and every target set for the package's chunked kernels with its verdict (the
+runs' own tables are in :mod:`hymo_book.kernel_runs`), read from ``book/results``.
 
 :func:`launch_arithmetic` is **the one place the book computes the eager loop's launches and
 the kernel's speed-up over it**: section 6.1's count, the count PyTorch's dispatcher makes of
@@ -11,11 +12,14 @@ the package's loop, and the times measured in one run. Chapter 20 (the claims) a
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import math
 import re
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -25,7 +29,8 @@ from hymo_book.kernel_runs import DELTA_AUTO_PEERS, delta_entries
 from hymo_book.results import RESULTS_DIR, CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
+__all__ = ["OPS_FOLDERS", "kernel_files", "on_gpu", "recipe",
+           "LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic",
            "DELTA_TARGETS", "targets_summary", "GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING",
            "STANDING_H100", "standing", "GLA_TF32_RUN", "GLA_BF16X6_RUN", "TF32_PRECISIONS",
            "tf32_beside_peer", "ERROR_FLOOR", "FP32_PRODUCTS_RUNS", "fp32_products_table",
@@ -40,6 +45,74 @@ __all__ = ["LAUNCH_US", "RECURRENT_RUN", "LaunchArithmetic", "launch_arithmetic"
 LAUNCH_US = 10.0  # section 6.1's cost of one kernel launch, "~10μs"
 RECURRENT_RUN = "gdn_recurrent_h200_2026-11-30.json"  # the loop and the kernel, timed together
 
+
+
+# --------------------------------------------------------------------------------------
+# The kernels now: read from the library, not from a run
+# --------------------------------------------------------------------------------------
+# the shared floor first, then one folder per rule, as hymo_mini.ops lists them
+OPS_FOLDERS = ("hymo_mini.ops.utils", "hymo_mini.ops.gla", "hymo_mini.ops.gated_delta")
+# a file's line in a package's docstring: "    name.py   [its function or step  ]what it holds"
+_FILE_LINE = re.compile(r"^ {4}(\w+\.py) {2,}(.+)$")
+# a launch in a launcher's recipe: "    1. chunk_writes_kernel   (chunk_h)    what it computes"
+_RECIPE_LINE = re.compile(r"^ {4}(\d+)\. +(\w+) +\((\w+)\) +(.+)$")
+
+
+def _source(module: str) -> str:
+    """A module's source, found without importing it (importing a kernel's module builds
+    its Triton kernels)."""
+    return Path(importlib.util.find_spec(module).origin).read_text()
+
+
+def kernel_files(folders: tuple[str, ...] = OPS_FOLDERS) -> CaptionedTable:
+    """Every file of the kernels' folders as the folder's own docstring lists it (the
+    library tests that each listing names its files, no more and no fewer): a row per file
+    with the folder, the file, the function or step it is named for (gla and gated_delta)
+    and what it holds."""
+    rows = []
+    for folder in folders:
+        doc = ast.get_docstring(ast.parse(_source(folder)))
+        for line in doc.splitlines():
+            if m := _FILE_LINE.match(line):
+                parts = re.split(r" {2,}", m.group(2), maxsplit=1)
+                step, what = (parts if len(parts) == 2 else ("", parts[0]))
+                rows.append({"folder": folder.rsplit(".", 1)[1], "file": m.group(1),
+                             "step": step, "what": what})
+    table = TextTable(("folder", "file", "named for", "what it holds"),
+                      [(r["folder"], r["file"], r["step"] or "-", r["what"]) for r in rows],
+                      align="llll", title="hymo_mini/ops: the shared floor and one folder per rule")
+    return CaptionedTable(table, "from the docstrings of " + ", ".join(folders), rows)
+
+
+def recipe(module: str) -> list[dict]:
+    """The numbered launches of a launcher's docstring (``chunk_triton`` of either rule), in
+    order: {step, kernel, file, what, direction} (``what`` its first line only; the
+    direction "backward" after a line that says "The backward is", else "forward")."""
+    steps, direction = [], "forward"
+    for line in ast.get_docstring(ast.parse(_source(module))).splitlines():
+        if m := _RECIPE_LINE.match(line):
+            steps.append({"step": int(m.group(1)), "kernel": m.group(2), "file": m.group(3),
+                          "what": m.group(4).strip(), "direction": direction})
+        elif "The backward is" in line:
+            direction = "backward"
+    return steps
+
+
+def on_gpu(module: str, name: str):
+    """A module-level setting of ``module`` as a GPU run takes it: its assignment evaluated
+    with the Triton interpreter off, whether or not this process runs the interpreter (the
+    gla kernel's ``CHUNK`` is shorter under it). Reads the source; imports nothing."""
+    for node in ast.parse(_source(module)).body:
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            names = ([target.id] if isinstance(target, ast.Name) else
+                     [t.id for t in target.elts] if isinstance(target, ast.Tuple) else [])
+            if name in names:
+                value = eval(compile(ast.Expression(node.value), module, "eval"),  # noqa: S307
+                             {"INTERPRET": False, "torch": torch, "dict": dict})
+                return value if len(names) == 1 else value[names.index(name)]
+    raise KeyError(f"{module} sets no {name} at module level")
 
 # --------------------------------------------------------------------------------------
 # The eager loop's launches and the kernel's speed-up
@@ -571,7 +644,7 @@ def fp32_products_table() -> CaptionedTable:
 # The package's own host time per forward, measured on a CPU with the kernels faked
 # (benchmarks/host_profile.py --own), at the start and at the end of the second session of
 # 2026-12-05; and one empty kernel's launch through Triton and through
-# hymo_mini.launching.Direct with a stand-in driver (--launch).
+# hymo_mini.launching.Direct (deleted since) with a stand-in driver (--launch).
 BENCHMARKS_DIR = RESULTS_DIR.parents[1] / "benchmarks"
 HOST_OWN_RUNS = {"before": "host_own_cpu_before_2026-12-05b.json",
                  "after": "host_own_cpu_after_2026-12-05b.json"}
@@ -791,26 +864,30 @@ def benchmark_gates(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, seed: i
 # the kernels' test for the one product, by the rates' spread (since tree 6fe9877) or, as
 # every run before it was made, by the fastest rate (the rates against a rate of 0)
 SHARE_RULES = ("spread", "fastest")
+# how the runs' forwards cut a sequence (the library on a GPU still cuts it so): the gla
+# kernel's chunks of 128 steps in blocks of 16 (CONFIGS of the trees from bf72893 on); the
+# delta rule's chunks and its one launch's stretches, as its runs record them
+SHARE_GLA_CHUNK, SHARE_GLA_BLOCK = 128, 16
+SHARE_DELTA_RUN = kernel_forward.PAIRS_RUNS["delta"][0]
 
 
 def one_product_shares(inputs: dict | None = None, rule: str = "spread") -> list[dict]:
     """For each benchmark's inputs (``benchmark_gates``), the share of the work each forward
-    takes by one product under its settings (``hymo_mini.ops.one_product_chunks``): the gla
-    forward per chunk of its ``CONFIGS["chunk"]`` steps; the delta rule's bf16 forward (one
-    launch) per stretch of ``CONFIGS_16BIT["chain"]["chunks"]`` chunks, only up to a
+    takes by one product (``hymo_mini.ops.one_product_chunks``), cut as the runs cut it: the
+    gla forward per chunk of ``SHARE_GLA_CHUNK`` steps; the delta rule's bf16 forward (one
+    launch) per stretch of chunks (``configs_16bit`` of ``SHARE_DELTA_RUN``), only up to a
     sequence's first stretch that does not fit; its fp32 forward (in passes) per chunk.
     ``rule``: "spread", the kernels' test now; "fastest", the test before tree 6fe9877, the
     largest exponent of the whole decay, which is the spread of the rates with a rate of 0
     among them (a column of zeros appended to A)."""
     from hymo_mini.choices import one_of
     from hymo_mini.ops import one_product_chunks
-    from hymo_mini.ops.gated_delta import chunk_triton as delta
-    from hymo_mini.ops.gla import chunk_triton as gla
 
     one_of(rule, "rule", SHARE_RULES)
-    BT = delta.CONFIGS["chunk"]
-    ways = {"gla": (gla.CONFIGS["chunk"], gla.CONFIGS["block"], False),
-            "delta, bf16 (one launch)": (delta.CONFIGS_16BIT["chain"]["chunks"] * BT, BT, True),
+    run = load_result(SHARE_DELTA_RUN, need=("configs", "configs_16bit"))
+    BT = run["configs"]["chunk"]
+    ways = {"gla": (SHARE_GLA_CHUNK, SHARE_GLA_BLOCK, False),
+            "delta, bf16 (one launch)": (run["configs_16bit"]["chain"]["chunks"] * BT, BT, True),
             "delta, fp32 (passes)": (BT, BT, False)}
     rows = []
     for name, (g, A) in (inputs or benchmark_gates()).items():

@@ -2,8 +2,11 @@
 in every chunk that fits, the levels for the rest), per rule, shape and dtype: the forward
 alone per call and its launches' device time (every launch counted), against a copy of its
 bytes, and the forward + backward; and the rule that decides whether a setting replaces the
-default. Read from ``book/results``; nothing here measures time. Checked by
-``tests/book/test_book_kernel_settings.py``.
+default. A setting is named as the run's tree named it (a key of its kernel's ``CONFIGS``);
+the library has since dropped those dicts and most of the settings with them (the gla
+one-launch forward, its reach and hand-over, redo, blocks of 32 steps): the tables are the
+history of what was measured. Read from ``book/results``; nothing here measures time.
+Checked by ``tests/book/test_book_kernel_settings.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
-           "ADOPTED", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES", "change_label", "settings_table",
+           "ADOPTED", "REACH_CHUNK", "HOPS", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES",
+           "change_label", "settings_table",
            "comparisons", "keepers", "fastest", "handoffs", "device_ratios", "GRAPH_RUNS",
            "GRAPH_DTYPES", "graph_table", "HALF_RUNS", "DELTA_HALF_RUNS", "DELTA_FP32_RUNS"]
 
@@ -36,8 +40,12 @@ REDO_RUNS = {"delta": ("delta_redo_b4t4096_h200_2026-12-03.json",
 # the next call, same tree: reach 4 at more launch settings (no run of the setting in use)
 REACH_SETTINGS_RUNS = {"gla": ("gla_settings_b4t4096_h200_2026-12-03.json",
                                "gla_settings_b1t16384_h200_2026-12-03.json")}
-# the setting adopted (reach 4, num_stages = 2: the REACH_RUNS change below)
+# the setting adopted then (reach 4, num_stages = 2: the REACH_RUNS change below; the gla
+# one-launch forward and its reach were deleted later)
 ADOPTED = {"reach": 4, "output_fwd": {"num_warps": 1, "num_stages": 2}}
+# the gla kernel's chunk in the reach runs (steps; CONFIGS["chunk"] of tree 6e429f0), and the
+# longest chain "auto" allowed before it reached further (HOPS of trees c050ead to 511afe3)
+REACH_CHUNK, HOPS = 128, 32
 # a later call (tree c050ead, reach by chain length: 1 at B = 4, 4 at B = 1; num_stages = 2),
 # three dtypes; its calls' times (do_bench) were out of line with every other run
 STAGES_RUNS = {"gla": ("gla_defaults_b4t4096_h200_2026-12-03.json",
@@ -47,7 +55,8 @@ BLOCK_RUNS = {"gla": ("gla_block_b4t4096_h200_2026-12-04.json",
                       "gla_block_b1t16384_h200_2026-12-04.json")}
 # the gla forward of bf16 inputs with its products' operands as TF32 (in use then) and as
 # bf16 roundings (CONFIGS["half_products"] = "bf16"), tree 511afe3, one run a shape; the
-# next commit made "bf16" the GPU's default
+# next commit made "bf16" the GPU's default (still the forward's products of 16-bit inputs:
+# hymo_mini.ops.utils.precision.products)
 HALF_RUNS = {"gla": ("gla_half_b4t4096_h200_2026-12-04.json",
                      "gla_half_b1t16384_h200_2026-12-04.json")}
 # the delta rule's forward with bf16 products in use for bf16 inputs ({}) against TF32
@@ -58,7 +67,8 @@ DELTA_HALF_RUNS = {"delta": ("delta_half_b4t4096_h200_2026-12-04.json",
                              "delta_half_b1t16384_h200_2026-12-04.json")}
 # tree 0f28d1c: the delta kernel's fp32 forward + backward with its backward's fp32-grade
 # products as three TF32 products (the change) against six bf16 products (in use,
-# CONFIGS["fp32_products"]), one run a shape
+# CONFIGS["fp32_products"]), one run a shape; six bf16 products are fp32's on a GPU in both
+# directions since
 DELTA_FP32_RUNS = {"delta": ("delta_fp32_products_b4t4096_h200_2026-12-04.json",
                              "delta_fp32_products_b1t16384_h200_2026-12-04.json")}
 # the final tree's kernels (commit 259a5f6), each rule's forward alone also replayed as one

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import torch
+
 if __package__ in (None, ""):  # run as a file: make ``hymo_book`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -19,6 +21,7 @@ from hymo_book import markers  # noqa: E402
 from hymo_book.curriculum import BOOK, PARTS  # noqa: E402
 from hymo_book.fsdp import load_fsdp  # noqa: E402
 from hymo_book.index import _title_and_summary  # noqa: E402
+from hymo_book.kernel_primer import products_on  # noqa: E402
 from hymo_book.kernel_runs import (  # noqa: E402
     DELTA_AUTO_PEERS,
     DELTA_LONG_RUN,
@@ -144,8 +147,9 @@ def _gla_forward_text() -> list[str]:
            if r["ratio"] <= 3.0]
     mixer = kf.dispatch_table().rows
     gap = max(abs(r["unchecked_ms"] - r["alone_ms"]) for r in mixer)
-    return [f"The gla kernel's forward now runs in one launch over chunks of 128 steps, each "
-            f"program handing its chunk's end state to the next (chapter 10). Its forward alone "
+    return [f"On the tree of the next runs the gla kernel's forward ran in one launch over "
+            "chunks of 128 steps, each program handing its chunk's end state to the next (a "
+            "forward the library has since deleted). Its forward alone "
             f"({kf.LATEST_RUN}, `python3 benchmarks/gated_delta_profile.py --gla-forward`), "
             f"and in brackets against a copy of its bytes: {'; '.join(parts)}. The target is at "
             f"most 3×: met only in {', '.join(met) if met else 'none'}. Through the dispatcher "
@@ -201,12 +205,12 @@ def _delta_forward_text() -> list[str]:
     worst = max(r["ratio"] for r in now.values())
     setting = next(r["setting"] for (_, key), r in now.items() if key == "bfloat16")
     return [f"Since that run, bf16 and fp16 inputs take the delta rule's forward in one launch "
-            f"(over {setting.removeprefix('one launch, ')}; chapter 10), fp32 keeps the "
+            f"(over {setting.removeprefix('one launch, ')}; chapter 21), fp32 keeps the "
             "passes: in bf16, the kernel alone, "
             f"{'; '.join(parts)} ({', '.join(kf.DELTA_CHAIN_RUNS)}, `python3 "
             "benchmarks/gated_delta_profile.py --delta-forward-changes`; not yet timed beside "
             "`chunk_kda`). The forward's target of at most 4× the copy floor is still missed: "
-            f"at worst {worst:.1f}× at the settings in use."]
+            f"at worst {worst:.1f}× at those settings."]
 
 
 def _since_text() -> list[str]:
@@ -231,10 +235,11 @@ def _since_text() -> list[str]:
     return ["Since all these runs, both rules' forwards form a chunk's decay-weighted pairs by "
             "one product where its decay keeps every factor within 2^±64 (the test of these "
             "runs; widened since, below), and by the levels "
-            "elsewhere, in two launches with one form each (`CONFIGS[\"pairs\"] = \"auto\"`, "
-            "the default on a GPU; chapter 10): one kernel that branched between the two gave "
-            "wrong outputs on the H200 (benchmarks/GATED_DELTA_NOTES.md). The delta forward "
-            "keeps nothing for a backward that cannot follow. The forward alone, levels → auto "
+            "elsewhere, in two launches with one form each (then `CONFIGS[\"pairs\"] = "
+            "\"auto\"`; the only way since, `hymo_mini.ops.utils.pairs`): one kernel that "
+            "branched between the two gave wrong outputs on the H200 "
+            "(benchmarks/GATED_DELTA_NOTES.md). Where no backward can follow, the delta forward "
+            "writes neither Mk nor (I + M)⁻¹. The forward alone, levels → auto "
             f"({runs}): delta bf16 "
             + ", ".join(f"{r['shape'].replace('_', ' ')} {_ms(r['levels_ms'])} → "
                         f"{_ms(r['auto_ms'])} ({r['auto_ratio']:.1f}× a copy of its bytes)"
@@ -247,7 +252,7 @@ def _since_text() -> list[str]:
             f"no kernel ran), a 16-step block of the gla walk is {walk['one_product']:,} "
             f"instructions by one product against {walk['levels']:,} by the levels in bf16, and "
             f"the forwards' loops keep {min(ratios):.2f} to {max(ratios):.2f} of the levels' "
-            "count (chapter 21). With \"auto\" the default, one run beside `chunk_kda` at "
+            "count (chapter 21). With \"auto\", one run beside `chunk_kda` at "
             f"B = 4, T = 4,096 in bf16 ({auto_run['file']}): forward + backward "
             f"{beside['fwdbwd_over_kda']:.2f}× `chunk_kda`'s, peak {beside['peak_over_kda']:.2f}×, "
             f"forward {beside['fwd_over_floor']:.1f}× the copy floor."]
@@ -363,13 +368,13 @@ def _shared_rate_text() -> str:
 def _groups_text() -> str:
     """The delta rule on the model's rates again, its walks over groups set anew."""
     from hymo_book.kernel_report import STANDING_GROUPS, standing
-    from hymo_mini.ops.gated_delta.chunk_triton import CONFIGS
+    from hymo_mini.ops.gated_delta.chunk_triton import GROUP_CHUNKS
 
     rows = standing(STANDING_GROUPS, clone=True).rows
     worst = max(rows, key=lambda r: r["fwd_vs_clone"])
     missed = [r for r in rows if not r["met"]["clone"]]
     return ("With the delta forward's walks over groups of chunks set anew (a program sums up "
-            f"a head's whole [M | B], groups of {CONFIGS['group']['chunks']} chunks, a head's "
+            f"a head's whole [M | B], groups of {GROUP_CHUNKS} chunks, a head's "
             "whole state a walk; "
             f"{STANDING_GROUPS['delta'][0][0]}): the forward "
             f"{_span([r['fwd_vs_clone'] for r in rows])}× a clone of its bytes, "
@@ -387,6 +392,7 @@ def _fused_text() -> str:
         STANDING_WALK_OUTPUTS,
         STANDING_WALK_OUTPUTS_H200,
         STANDING_WALK_WARPS,
+        on_gpu,
         standing,
         walk_outputs_ab,
     )
@@ -406,10 +412,42 @@ def _fused_text() -> str:
             f"{STANDING_WALK_OUTPUTS_H200['delta'][0][0]}), the long fp32 forward took "
             f"{_span([r['ratio'] for r in ab])}× the old settings' time on the same card; "
             f"the forward on an H100 is {clone(h100)}, on an H200 {clone(h200)}. With those "
-            f"walks at 2 warps, the default since ({STANDING_WALK_WARPS['delta'][0][0]}, the "
+            f"walks at 2 warps ({STANDING_WALK_WARPS['delta'][0][0]}, the "
             f"long sequence on the H200): {clone(warps)}; forward + backward "
             f"{_span([r['fwdbwd_ratio'] for r in warps])}× `chunk_kda`'s, peak "
-            f"{_span([r['peak_ratio'] for r in warps])}×.")
+            f"{_span([r['peak_ratio'] for r in warps])}×. The walks forming the outputs are gone "
+            "since (an output kernel forms them again); the walks over groups still run at "
+            f"{on_gpu(DELTA_LAUNCHER, 'LAUNCH')['group_state_fwd']['num_warps']} warps.")
+
+
+DELTA_LAUNCHER = "hymo_mini.ops.gated_delta.chunk_triton"
+GLA_LAUNCHER = "hymo_mini.ops.gla.chunk_triton"
+
+
+def _kernels_now_text() -> str:
+    """What the chunked kernels run now, read from the library (chapter 21's first section),
+    before the runs of earlier trees."""
+    from hymo_book.kernel_report import on_gpu, recipe
+
+    gla = [s for s in recipe(GLA_LAUNCHER) if s["direction"] == "forward"]
+    one = on_gpu(DELTA_LAUNCHER, "ONE_LAUNCH")
+    steps = [s for s in recipe(DELTA_LAUNCHER) if s["direction"] == "forward"]
+    fwd, bwd = (products_on(torch.float32, forward, interpreter=False) for forward in (True, False))
+    return ("**The kernels now.** The chunked kernels were restructured after the runs below "
+            "(issue #48: `hymo_mini/ops/utils` shared by both rules, each rule's kernels in "
+            "files named after their step). The gla forward is "
+            f"{len(gla)} launches ("
+            + ", ".join(f"`{s['kernel']}`" for s in gla)
+            + "); the delta forward is one launch for "
+            + " and ".join(str(d).removeprefix("torch.").replace("bfloat16", "bf16")
+                           .replace("float16", "fp16") for d in one)
+            + f" inputs, over stretches of {on_gpu(DELTA_LAUNCHER, 'STRETCH')} chunks, and "
+            f"{len(steps)} steps for fp32 ("
+            + ", ".join(f"`{s['kernel']}`" for s in steps)
+            + f"); fp32 inputs multiply \"{fwd}\" forward and \"{bwd}\" backward on a GPU. "
+            "The runs measured earlier trees, and the settings they compare that the library no "
+            "longer has (the gla forward in one launch, redo, the walks forming the outputs, "
+            "`Direct` launching, among others) are history; chapter 21 says which.")
 
 
 def _half_text() -> str:
@@ -508,11 +546,13 @@ def measured_section() -> str:
     lines += _step_table(step) + [""] + _step_text(step, spread) + [""]
     gdn = load_result("gdn_h200_2026-11-30.json", need=("shapes",))
     rec = load_result("gdn_recurrent_h200_2026-11-30.json", need=("shapes",))
+    lines += [_kernels_now_text(), ""]
+    fwd, bwd = (products_on(torch.float32, forward, interpreter=False) for forward in (True, False))
     lines += [f"**The GDN recurrence, the document's rule**: the chunked kernel against fla's "
               f"`chunk_gla` ({gdn['file']}, `python3 benchmarks/gdn.py`), measured with TF32 "
               "products, which are now an opt-in (PyTorch's `allow_tf32`): fp32 inputs get "
-              "fp32-grade products by default (\"tf32x3\", three TF32 products; on a GPU the "
-              "backward's are \"bf16x6\", six bf16 products).", ""]
+              f"fp32-grade products by default (on a GPU \"{fwd}\" forward and \"{bwd}\" "
+              "backward; the runs below say which they had).", ""]
     lines += _gla_table(gdn) + [""] + _precision_text(delta) + [""] + _gla_forward_text() + [""]
     lines += ["![GDN time against T](figures/gdn_benchmark_sweep.png)", ""]
     long_run = load_result(DELTA_LONG_RUN, need=("peers",))

@@ -24,7 +24,6 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.flops import forward_flops
 from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.ops.gla.chunk_triton import CONFIGS as GLA_CONFIGS
 from hymo_mini.train.curves import loss_curve
 
 __all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
@@ -258,13 +257,14 @@ def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
 FIGURES = {"train_loss_curve.png": train_curve_figure}
 
 
-# the gla kernel's chunk when the runs of MEMORY_RUNS were made (train_step_all_..._g.json
-# records it; the kernel's default has since moved to 128 steps)
+# the gla kernel's chunk and block when the runs of MEMORY_RUNS were made (train_step_all_..._g.json
+# records the chunk; the kernel's chunk has since moved to 128 steps, its block is still 16)
 MEMORY_RUNS_CHUNK = 64
+MEMORY_RUNS_BLOCK = 16
 
 
 def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = MEMORY_RUNS_CHUNK,
-                block: int = GLA_CONFIGS["block"]) -> dict:
+                block: int = MEMORY_RUNS_BLOCK) -> dict:
     """What the memory changes stop keeping for the backward, by count (bytes, bf16 unless
     said). Per MoE layer, what ``routed_grouped`` rebuilds today (``per_moe_layer``): the
     rows gathered for the experts (k·n × dim) and SiLU(x W1) with the SwiGLU product
@@ -273,10 +273,11 @@ def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = MEMORY_RUNS_CH
     (3 · E · inter · dim), which the grouped path keeps again since (casting them a second
     time in the backward cost more time than the memory was worth), and the output rows in
     token order (k·n × dim), which the backward now does without, keeping the experts'
-    output y (as large) in their place. Per GDN layer, under block states rebuilt, the
-    states of every ``block``-step block less those of every ``chunk``-step chunk
-    (H · S · D fp32 each, per sequence); ``chunk`` defaults to the kernel's chunk in the
-    runs the chapter compares the counts with."""
+    output y (as large) in their place. Per GDN layer, under block states rebuilt (an option
+    of the gla kernel in those runs, since removed: the kernel stores them), the states of
+    every ``block``-step block less those of every ``chunk``-step chunk (H · S · D fp32
+    each, per sequence); ``chunk`` and ``block`` default to the kernel's in the runs the
+    chapter compares the counts with."""
     n, k, E = B * T, config.n_activated_experts, config.n_routed_experts
     n_moe = len(config.mla_positions)
     state = config.gdn_n_heads * config.gdn_d_state * config.gdn_headdim * 4 * B

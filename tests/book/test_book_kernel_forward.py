@@ -52,6 +52,11 @@ def test_delta_chain_table_and_the_setting_in_use():
     assert all(run in table.caption for run in kf.DELTA_CHAIN_RUNS)
     now = kf.delta_latest_forward()
     assert {k for _, k in now} == set(kf.DELTA_DTYPES)
+    # the library's choice: one launch for bf16 (ONE_LAUNCH), the passes for fp32
+    assert {r["setting"] for (_, k), r in now.items() if k == "float32"} == {
+        kf.delta_setting_label({})}
+    assert {r["setting"] for (_, k), r in now.items() if k == "bfloat16"} == {
+        "one launch, stretches of 8 chunks"}
     for (shape, key), r in now.items():
         row = next(x for x in table.rows if x["shape"] == shape and x["setting"] == r["setting"])
         assert r["fwd_ms"] == row[key]["fwd_ms"]
@@ -61,7 +66,7 @@ def test_delta_chain_table_and_the_setting_in_use():
 def test_delta_latest_forward_needs_a_timed_setting(monkeypatch):
     from hymo_mini.ops.gated_delta import chunk_triton as gdt
 
-    monkeypatch.setitem(gdt.CONFIGS_16BIT, "chain", dict(chunks=3, num_warps=1, num_stages=1))
+    monkeypatch.setattr(gdt, "STRETCH", 3)
     with pytest.raises(ValueError, match="stretches of 3 chunks"):
         kf.delta_latest_forward()
 

@@ -141,3 +141,16 @@ def test_launch_figure_keeps_the_books_rules():
     assert "host-bound" in fig.axes[0].get_title()
     assert "device-bound" in kp.launch_figure(4, 2, 5).axes[0].get_title()
     assert "balanced" in kp.launch_figure(3, 2, 2).axes[0].get_title()
+
+
+def test_products_table_asks_the_library_about_a_gpu_and_the_interpreter():
+    """Chapter 9's table of what the chunk kernels multiply: fp32-grade products are six
+    bf16 ones on a GPU in both directions and plain fp32 under the interpreter; 16-bit inputs
+    multiply bf16 forward and TF32 backward in either place. The library's flag is put back."""
+    from hymo_mini.ops.utils import precision
+
+    before = precision.INTERPRET
+    rows = {r[0]: r[1:] for r in kp.products_table().rows}
+    assert rows["float32"] == ("bf16x6", "bf16x6", "ieee", "ieee")
+    assert rows["bfloat16"] == rows["float16"] == ("bf16", "tf32", "bf16", "tf32")
+    assert precision.INTERPRET == before

@@ -579,3 +579,51 @@ def test_pytest_tally_reads_passes_and_failures(monkeypatch, tmp_path):
     assert kr.pytest_tally("clean.log") == (7, False)
     assert kr.pytest_tally("summary.log") == (3, True)
     assert kr.pytest_tally("progress.log") == (0, True)
+
+
+def test_the_shares_cut_a_sequence_as_the_library_does_on_a_gpu():
+    """The runs' chunking that ``one_product_shares`` uses is still the library's on a GPU:
+    the gla kernel's chunk and block, the delta rule's chunk and stretch."""
+    gla, delta = "hymo_mini.ops.gla.chunk_triton", "hymo_mini.ops.gated_delta.chunk_triton"
+    run = results.load_result(kr.SHARE_DELTA_RUN)
+    assert (kr.on_gpu(gla, "CHUNK"), kr.on_gpu(gla, "BLOCK")) == (kr.SHARE_GLA_CHUNK,
+                                                                  kr.SHARE_GLA_BLOCK)
+    assert kr.on_gpu(delta, "CHUNK") == run["configs"]["chunk"]
+    assert kr.on_gpu(delta, "STRETCH") == run["configs_16bit"]["chain"]["chunks"]
+
+
+def test_on_gpu_reads_a_setting_as_a_gpu_takes_it():
+    """``on_gpu`` reads the assignment with the interpreter off, whatever this process runs,
+    and agrees with the module where the interpreter does not change the setting."""
+    from hymo_mini.ops.gated_delta import chunk_triton as gdt
+    from hymo_mini.ops.gla import chunk_triton as gtc
+
+    assert kr.on_gpu(gtc.__name__, "CHUNK") == 128
+    assert kr.on_gpu(gtc.__name__, "LAUNCH") == gtc.LAUNCH
+    assert kr.on_gpu(gdt.__name__, "ONE_LAUNCH") == gdt.ONE_LAUNCH
+    assert kr.on_gpu(gdt.__name__, "STRETCH") == gdt.STRETCH
+    with pytest.raises(KeyError, match="NOT_A_SETTING"):
+        kr.on_gpu(gtc.__name__, "NOT_A_SETTING")
+
+
+def test_the_kernel_files_are_the_folders_files_and_the_recipes_their_launches():
+    """Chapter 21's table of the kernels now: every .py file of each folder, once; each
+    launcher's numbered recipe names kernels its files define."""
+    from pathlib import Path
+
+    import hymo_mini.ops as ops
+
+    table = kr.kernel_files()
+    root = Path(ops.__file__).parent
+    for folder in ("utils", "gla", "gated_delta"):
+        listed = sorted(r["file"] for r in table.rows if r["folder"] == folder)
+        on_disk = sorted(p.name for p in (root / folder).glob("*.py") if p.name != "__init__.py")
+        assert listed == on_disk, folder
+    for rule, first in (("gla", "chunk_writes_kernel"), ("gated_delta", "wy_fwd_kernel")):
+        steps = kr.recipe(f"hymo_mini.ops.{rule}.chunk_triton")
+        assert steps[0]["kernel"] == first and [s["step"] for s in steps] == list(
+            range(1, len(steps) + 1))
+        for s in steps:
+            assert f"def {s['kernel']}(" in (root / rule / f"{s['file']}.py").read_text()
+    # chapter 21 names the one launch of 16-bit inputs by its kernel
+    assert "def chain_fwd_kernel(" in (root / "gated_delta" / "chunk_chain.py").read_text()

@@ -83,11 +83,15 @@ def test_redo_applies_only_to_the_one_launch():
     assert len(table.rows) == 2 * (3 + 2)  # two shapes: bf16 three changes, fp32 two
 
 
-def test_adopted_setting_is_in_force():
+def test_the_reach_is_history():
+    """The adopted reach belonged to the gla one-launch forward, which the library has since
+    deleted: chapter 21 says so, and reads the reach runs' chunk from ``REACH_CHUNK``. The
+    forward is three launches now, none of them a chain."""
     import hymo_mini.ops.gla.chunk_triton as gtc
 
-    assert gtc.REACH == ks.ADOPTED["reach"] and gtc.CONFIGS["reach"] == "auto"
-    assert gtc.CONFIGS["output_fwd"] == ks.ADOPTED["output_fwd"]
+    assert not hasattr(gtc, "REACH") and not hasattr(gtc, "CONFIGS")
+    assert {"chunk_writes", "state_scan", "chunk_output"} <= set(gtc.LAUNCH)
+    assert ks.ADOPTED["reach"] == 4 and ks.REACH_CHUNK == 128
 
 
 def test_blocks_of_32_are_not_kept():
@@ -119,12 +123,14 @@ def test_bf16_products_are_kept():
     slower, so chapter 21's rule keeps them (the package's default on a GPU since), and the
     forward then meets the 3x device-time target; the outputs agree with TF32's to bf16's
     grade."""
-    import hymo_mini.ops.gla.chunk_triton as gtc
+    import torch
+
+    from hymo_mini.ops.utils.precision import products
 
     table = ks.settings_table(ks.HALF_RUNS)
     assert ks.change_label({"half_products": "bf16"}) == "bf16 products"
     assert ks.keepers(table) == ["gla: bf16 products"]
-    assert gtc.CONFIGS["half_products"] == "bf16"
+    assert products(torch.bfloat16, forward=True) == "bf16"
     worst = ks.device_ratios(table, {"half_products": "bf16"})["bfloat16"]
     assert worst["device_ratio"] <= 3.0
     for name in ks.HALF_RUNS["gla"]:
@@ -138,10 +144,12 @@ def test_delta_bf16_products_are_kept_and_the_walk_read_ahead_is_not():
     the one in use; the fp32 walk reading ahead and the one launch at more warps were slower
     too. Each change's rows only where it applies: the products at bf16, the walk at fp32
     (whose forward is the passes)."""
-    import hymo_mini.ops.gated_delta.chunk_triton as gdt
+    import torch
+
+    from hymo_mini.ops.utils.precision import products
 
     table = ks.settings_table(ks.DELTA_HALF_RUNS)
-    assert gdt.CONFIGS["half_products"] == "bf16" and ks.keepers(table) == []
+    assert products(torch.bfloat16, forward=True) == "bf16" and ks.keepers(table) == []
     tf32 = ks.comparisons(table)[("delta", "tf32 products")]
     assert len(tf32) == 3 and not any(c["faster"] or c["no_slower_fwdbwd"] for c in tf32)
     assert {r["dtype"] for r in table.rows if "half_products" in r["change"]} == {"bfloat16"}
@@ -155,11 +163,14 @@ def test_delta_bf16_products_are_kept_and_the_walk_read_ahead_is_not():
 def test_delta_bf16x6_backward_is_kept():
     """Six bf16 products in the delta rule's fp32 backward (in use in the runs: {}), against
     three TF32 products: forward + backward faster at both shapes, gradients of the same
-    grade, so the GPU's CONFIGS["fp32_products"] keeps "bf16x6" for the backward."""
-    import hymo_mini.ops.gated_delta.chunk_triton as gdt
+    grade, so the GPU kept "bf16x6" for the backward (and multiplies so in both directions
+    since)."""
+    import torch
+    from hymo_book.kernel_primer import products_on
 
     table = ks.settings_table(ks.DELTA_FP32_RUNS, {"float32": "fp32"})
-    assert gdt.CONFIGS["fp32_products"] == {"forward": "tf32x3", "backward": "bf16x6"}
+    assert all(products_on(torch.float32, forward, interpreter=False) == "bf16x6"
+               for forward in (True, False))
     assert ks.keepers(table) == [] and len(table.rows) == 4
     for name in ks.DELTA_FP32_RUNS["delta"]:
         changes = load_result(name)["delta_forward_changes"]["changes"]

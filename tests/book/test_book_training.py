@@ -129,13 +129,17 @@ def test_freed_bytes_are_what_the_grouped_path_would_keep(monkeypatch):
 
 
 def test_freed_bytes_count_the_block_states_beyond_the_chunk_states():
+    """The memory runs' blocks of 16 steps and chunks of 64: the block is still the
+    kernel's (chapter 17 names it ``BLOCK``), the chunk is not."""
     from hymo_mini.config import load_config
+    from hymo_mini.ops.gla.chunk_triton import BLOCK
 
     config = load_config("hymo_750m").model
     freed = training.freed_bytes(config, B=4, T=4096)
     heads = config.gdn_d_inner // config.gdn_headdim
     assert freed["per_gdn_layer"] == 4 * heads * (256 - 64) * 32 * 32 * 4
     assert freed["gdn_layers"] == 24
+    assert training.MEMORY_RUNS_BLOCK == BLOCK
 
 
 def test_the_memory_table_and_the_latest_targets_read_the_committed_runs():
