@@ -86,15 +86,16 @@ def kernel_files(folders: tuple[str, ...] = OPS_FOLDERS) -> CaptionedTable:
 
 def recipe(module: str) -> list[dict]:
     """The numbered launches of a launcher's docstring (``chunk_triton`` of either rule), in
-    order: {step, kernel, file, what, direction} (``what`` its first line only; the
-    direction "backward" after a line that says "The backward is", else "forward")."""
-    steps, direction = [], "forward"
+    order: {step, kernel, file, what, direction} (``what`` its first line only, without the
+    "backward:" that marks the backward's launches)."""
+    steps = []
     for line in ast.get_docstring(ast.parse(_source(module))).splitlines():
         if m := _RECIPE_LINE.match(line):
+            what = m.group(4).strip()
+            backward = what.startswith("backward:")
             steps.append({"step": int(m.group(1)), "kernel": m.group(2), "file": m.group(3),
-                          "what": m.group(4).strip(), "direction": direction})
-        elif "The backward is" in line:
-            direction = "backward"
+                          "what": what.removeprefix("backward:").strip(),
+                          "direction": "backward" if backward else "forward"})
     return steps
 
 
