@@ -154,11 +154,12 @@ def main(argv=None):
                for k, x in row.items()}
         print(key, "fwd+bwd median ms", mid, f"({time.time() - started:.0f} s)", flush=True)
         Path(args.out).write_text(json.dumps(
-            {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-             "triton": triton.__version__, "python": platform.python_version(),
-             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-             "command": " ".join(sys.argv), "commit_after": args.after,
-             "commit_before": args.before, "set": args.set, "rows": rows}, indent=1) + "\n")
+            {"environment": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                             "triton": triton.__version__, "python": platform.python_version(),
+                             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                             "command": " ".join(sys.argv)},
+             "commit_after": args.after, "commit_before": args.before, "set": args.set,
+             "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
