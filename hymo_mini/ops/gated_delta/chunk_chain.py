@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from hymo_mini.ops.gated_delta.wy import wy_form
-from hymo_mini.ops.utils.pairs import SPAN, pairs
+from hymo_mini.ops.utils.pairs import chunk_fits, pairs
 from hymo_mini.ops.utils.precision import dot
 from hymo_mini.ops.utils.tiles import gate_sums, load_rows, rates
 
@@ -67,12 +67,8 @@ def chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     p_tt = (i_bh.to(tl.int64) * NK + k0) * BT * BT + o_i[:, None] * BT + o_i[None, :]
     p_flag = flags + 1 + i_c * BH + i_bh  # this stretch's flag
-    if PRODUCT:  # every block of the stretch must fit the one product (utils.pairs)
-        o_t = k0 * BT + tl.arange(0, NB)[:, None] * BT + o_i[None, :]
-        b_l = tl.cumsum(tl.load(g + row0 + o_t * H, mask=o_t < T, other=0.0).to(tl.float32),
-                        axis=1)  # [NB, BT]
-        spread = tl.max(b_A2, axis=0) - tl.min(b_A2, axis=0)
-        if tl.max(tl.max(tl.abs(b_l), axis=1), axis=0) * spread > SPAN:
+    if PRODUCT:  # every chunk of the stretch must fit the one product
+        if chunk_fits(g, row0, i_c, T, b_A2, H, NB * BT, BT) == 0:
             tl.atomic_xchg(p_flag, 2, sem="release")  # the second launch takes it
             return
     else:

@@ -35,7 +35,7 @@ import triton.language as tl
 from hymo_mini.ops.utils.chunks import ONE_PRODUCT_SPAN
 from hymo_mini.ops.utils.precision import dot
 
-__all__ = ["SPAN", "level", "pairs_by_levels", "pairs", "takes_chunk"]
+__all__ = ["SPAN", "level", "pairs_by_levels", "pairs", "chunk_fits", "takes_chunk"]
 
 SPAN = tl.constexpr(ONE_PRODUCT_SPAN)
 
@@ -99,18 +99,22 @@ def pairs(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr, PRODUCT: tl.c
 
 
 @triton.jit
+def chunk_fits(g, row0, i_c, T, b_A2, H: tl.constexpr, BC: tl.constexpr, BT: tl.constexpr):
+    """1 if every block of BT steps of chunk i_c (BC steps) fits the one product, the gate
+    summed from each block's start times the rates' spread (max A2 - min A2) within SPAN."""
+    o_t = i_c * BC + tl.arange(0, BC // BT)[:, None] * BT + tl.arange(0, BT)[None, :]
+    b_l = tl.cumsum(tl.load(g + row0 + o_t * H, mask=o_t < T, other=0.0).to(tl.float32), axis=1)
+    largest = tl.max(tl.max(tl.abs(b_l), axis=1), axis=0)  # over [BC / BT, BT]
+    return (largest * (tl.max(b_A2, axis=0) - tl.min(b_A2, axis=0)) <= SPAN).to(tl.int32)
+
+
+@triton.jit
 def takes_chunk(p_left, g, row0, i_c, T, b_A2, H: tl.constexpr, BC: tl.constexpr,
                 BT: tl.constexpr, PRODUCT: tl.constexpr):
-    """Whether this launch computes chunk i_c (BC steps in blocks of BT). The PRODUCT launch
-    takes it if every block fits the one product, |l| · (max A2 - min A2) ≤ SPAN for the
-    gate summed from each block's start, and otherwise marks it left (1 at p_left); the
-    launch by levels takes exactly the chunks left."""
+    """Whether this launch computes chunk i_c: the PRODUCT launch takes it if it fits
+    (``chunk_fits``) and otherwise marks it left (1 at p_left); the other, the chunks left."""
     if PRODUCT:
-        o_t = i_c * BC + tl.arange(0, BC // BT)[:, None] * BT + tl.arange(0, BT)[None, :]
-        b_g = tl.load(g + row0 + o_t * H, mask=o_t < T, other=0.0).to(tl.float32)
-        b_l = tl.cumsum(b_g, axis=1)  # [BC / BT, BT] each block's sums from its start
-        largest = tl.max(tl.max(tl.abs(b_l), axis=1), axis=0)
-        fits = (largest * (tl.max(b_A2, axis=0) - tl.min(b_A2, axis=0)) <= SPAN).to(tl.int32)
+        fits = chunk_fits(g, row0, i_c, T, b_A2, H, BC, BT)
         tl.store(p_left, 1 - fits)
         return fits
     else:
