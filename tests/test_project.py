@@ -128,3 +128,33 @@ def test_chapters_are_numbered_and_in_order():
     assert numbers == sorted(numbers) and len(numbers) == len(set(numbers))
     for path in _notebooks():
         assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), path.name
+
+
+def test_the_license_is_stated_the_current_way():
+    """An SPDX expression and the file it names (PEP 639), not the deprecated table."""
+    project = _pyproject()["project"]
+    assert project["license"] == "MIT", project["license"]
+    assert project["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+@pytest.mark.slow
+def test_the_wheel_builds_without_warnings(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    source = tmp_path / "source"  # a copy, so that the build leaves nothing in the repository
+    shutil.copytree(ROOT / "hymo_mini", source / "hymo_mini",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps",
+                            "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(source)],
+                           capture_output=True, text=True, env=env, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    warnings = [line for line in (built.stdout + built.stderr).splitlines()
+                if "warning" in line.lower()]
+    assert not warnings, "\n".join(warnings)
