@@ -25,7 +25,7 @@ from distributed_worker import tiny
 
 from hymo_mini.config import ConfigError, dump_config, load_config, replace
 from hymo_mini.data import load_corpus
-from hymo_mini.train import load_checkpoint, train
+from hymo_mini.train import CheckpointError, load_checkpoint, train
 from hymo_mini.train.dcp import dcp_to_checkpoint, latest_dcp, load_dcp, read_meta
 
 pytestmark = pytest.mark.distributed
@@ -434,3 +434,41 @@ def test_an_existing_run_needs_resume_and_convert_needs_a_checkpoint(files, on_t
     status = cli.main(["convert-checkpoint", str(tmp_path), str(tmp_path / "c.pt")])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and "no complete DCP checkpoint at" in err
+
+
+class Planted:
+    """A pickle that, loaded by a trusting reader, would create the file ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_planted_dcp_pickle_never_runs(on_two, tmp_path, capsys):
+    import io
+    import pickle
+
+    from hymo_mini import cli
+    from hymo_mini.train.dcp import TensorOnlyPlanner
+
+    marker = tmp_path / "created_by_the_checkpoint"
+    folder = tmp_path / "step_00000004"
+    shutil.copytree(on_two / "dcp" / "step_00000004", folder)
+    (folder / ".metadata").write_bytes(pickle.dumps(Planted(marker)))
+    status = cli.main(["convert-checkpoint", str(folder), str(tmp_path / "c.pt")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "can be read safely" in err
+    assert not marker.exists() and not (tmp_path / "c.pt").exists()
+
+    class Item:  # what DCP hands the planner with a non-tensor value
+        class dest_index:
+            fqn = "optimizer.param_groups.0.lr"
+
+    value = io.BytesIO()
+    torch.save(Planted(marker), value)
+    value.seek(0)
+    with pytest.raises(CheckpointError, match="param_groups.0.lr' of the DCP checkpoint holds"):
+        TensorOnlyPlanner().load_bytes(Item, value)
+    assert not marker.exists()

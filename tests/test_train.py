@@ -181,11 +181,50 @@ def test_checkpoint_from_another_config(corpus, tmp_path):
     with pytest.raises(CheckpointError, match="no checkpoint"):
         train(cfg, corpus, out_dir=tmp_path / "nothing", resume=True, progress=False)
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match="junk.pt' is not a complete checkpoint"):
         load_checkpoint(tmp_path / "junk.pt")
     torch.save({"weights": 1}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a hymo_mini checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
+
+
+class Planted:
+    """A pickle that, loaded by a trusting reader, would create the file ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_planted_pickle_never_runs(corpus, tmp_path, capsys):
+    marker = tmp_path / "created_by_the_checkpoint"
+    out = tmp_path / "run"
+    out.mkdir()
+    torch.save({"format": "hymo_mini-checkpoint-1", "model": Planted(marker)},
+               out / "checkpoint.pt")
+    with pytest.raises(CheckpointError, match="could run code"):
+        load_checkpoint(out / "checkpoint.pt")
+    cfg = tiny_config()
+    with pytest.raises(CheckpointError, match="could run code"):
+        train(cfg, corpus, out_dir=out, resume=True, progress=False)
+    assert not marker.exists()
+
+
+def test_a_truncated_checkpoint_names_its_file(corpus, tmp_path):
+    cfg = tiny_config(max_steps=2)
+    train(cfg, corpus, steps=1, out_dir=tmp_path, progress=False)
+    whole = (tmp_path / "checkpoint.pt").read_bytes()
+    for cut in (len(whole) // 2, 100, len(whole) - 30):
+        (tmp_path / "checkpoint.pt").write_bytes(whole[:cut])
+        with pytest.raises(CheckpointError,
+                           match=r"checkpoint.pt' is not a complete checkpoint \(the file is "
+                                 r"truncated or corrupt\)$"):
+            load_checkpoint(tmp_path / "checkpoint.pt")
+    torch.save({"format": "hymo_mini-checkpoint-1", "config": {}}, tmp_path / "checkpoint.pt")
+    with pytest.raises(CheckpointError, match="not a complete checkpoint .no step, model"):
+        load_checkpoint(tmp_path / "checkpoint.pt")
 
 
 def test_the_config_check_both_checkpoint_kinds_share():

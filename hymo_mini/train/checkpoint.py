@@ -1,13 +1,17 @@
 """Checkpoints: written atomically, read back only for the config that wrote them.
 
 A checkpoint holds the model (with the MoE balancing buffers), the optimizer moments, the
-step and the loss history. It is written to a temporary file in the same folder, then
-renamed over the old one, so an interrupted save never leaves half a file.
+step, the loss history and the settings of the run. It is written to a temporary file in
+the same folder, then renamed over the old one, so an interrupted save never leaves half a
+file. It is read with ``torch.load(..., weights_only=True)``: tensors, numbers, strings,
+lists and dicts only, so a file from someone else can hold data but never run code.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import warnings
 from pathlib import Path
 
 import torch
@@ -47,13 +51,16 @@ def check_same_config(where, saved: dict, config: HyMoConfig) -> None:
 
 
 def save_checkpoint(path, model, optimizer, step: int, history: dict,
-                    config: HyMoConfig) -> Path:
-    """Write a checkpoint atomically (temporary file + rename) and return its path."""
+                    config: HyMoConfig, settings: dict | None = None) -> Path:
+    """Write a checkpoint atomically (temporary file + rename) and return its path.
+    ``settings``: what else the run was started with (data, device...), kept beside the
+    config so that a reader can see how the checkpoint was made."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": CHECKPOINT_FORMAT,
         "config": config_to_dict(config),
+        "settings": dict(settings or {}),
         "step": step,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -76,12 +83,24 @@ def load_checkpoint(path, config: HyMoConfig | None = None) -> dict:
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {str(path)!r}")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same message
-        raise CheckpointError(f"{str(path)!r} is not a readable checkpoint: {err}") from err
+        with warnings.catch_warnings():  # a foreign file's pickle protocol is not news
+            warnings.simplefilter("ignore", UserWarning)
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - whatever the reader says, one of two causes
+        if isinstance(err, pickle.UnpicklingError) and "Unsupported global" in str(err):
+            raise CheckpointError(f"{str(path)!r} holds objects other than tensors and plain "
+                                  "values; it was not loaded, since loading it could run code"
+                                  ) from None
+        raise CheckpointError(f"{str(path)!r} is not a complete checkpoint (the file is "
+                              "truncated or corrupt)") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{str(path)!r} is not a hymo_mini checkpoint "
                               f"(expected format {CHECKPOINT_FORMAT!r})")
+    missing = [k for k in ("config", "step", "model", "optimizer", "history") if k not in payload]
+    if missing:
+        raise CheckpointError(f"{str(path)!r} is not a complete checkpoint (no "
+                              f"{', '.join(missing)})")
+    payload.setdefault("settings", {})
     if config is not None:
         check_same_config(path, payload["config"], config)
     payload["config"] = config_from_dict(payload["config"])

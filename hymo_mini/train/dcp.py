@@ -11,6 +11,12 @@ processes: DCP reads for each rank exactly the slices of its new shards.
   anything else. The ``keep`` newest step folders are kept.
 * **Config-checked.** :func:`read_meta` refuses a checkpoint written for another config and
   lists the differences (the number of processes is not part of the config).
+* **Never runs code.** DCP keeps its ``.metadata`` and a run's small non-tensor values
+  (the optimizer's settings) as pickles, which Python's reader would let call any
+  function. Here ``.metadata`` is first read by an unpickler that knows only DCP's own
+  record types, torch sizes and dtypes, and each small value through
+  ``torch.load(weights_only=True)``; anything else is refused with
+  :class:`CheckpointError` before a byte of it runs.
 * **Single-file form.** :func:`dcp_to_checkpoint` (``hymo-mini convert-checkpoint``) loads
   the shards into one process, without a process group, and writes the checkpoint that
   :mod:`hymo_mini.train.checkpoint` reads, so a distributed run can go on with
@@ -19,20 +25,24 @@ processes: DCP reads for each rank exactly the slices of its new shards.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickle
 import re
 import shutil
 import warnings
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint import DefaultLoadPlanner
 
 from hymo_mini.config import HyMoConfig, config_from_dict, config_to_dict
 from hymo_mini.train.checkpoint import CheckpointError, check_same_config, save_checkpoint
 
-__all__ = ["DCP_FORMAT", "step_dir", "latest_dcp", "read_meta", "save_dcp", "load_dcp",
-           "dcp_to_checkpoint"]
+__all__ = ["DCP_FORMAT", "step_dir", "latest_dcp", "read_meta", "check_metadata",
+           "TensorOnlyPlanner", "save_dcp", "load_dcp", "dcp_to_checkpoint"]
 
 DCP_FORMAT = "hymo_mini-dcp-1"
 _STEP = re.compile(r"step_(\d{8})")
@@ -71,6 +81,53 @@ def read_meta(folder, config: HyMoConfig | None = None) -> dict:
     if config is not None:
         check_same_config(folder, meta["config"], config)
     return meta
+
+
+# what DCP's .metadata pickle may name: its records, torch's sizes, dtypes and layouts
+_METADATA_NAMES = {
+    "torch.distributed.checkpoint.metadata": {
+        "Metadata", "StorageMeta", "MetadataIndex", "TensorProperties", "ChunkStorageMetadata",
+        "TensorStorageMetadata", "BytesStorageMetadata", "_MEM_FORMAT_ENCODING"},
+    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
+    "torch.serialization": {"_get_layout"},
+    "torch": {"Size"},
+    "pathlib": {"Path", "PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath"},
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        dtype = module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
+        if not dtype and name not in _METADATA_NAMES.get(module, ()):
+            raise pickle.UnpicklingError(f"{module}.{name} is not a DCP metadata type")
+        return super().find_class(module, name)
+
+
+def check_metadata(folder: Path) -> None:
+    """Raise :class:`CheckpointError` unless the folder's ``.metadata`` holds only DCP's
+    records (read without calling anything else)."""
+    try:
+        with open(folder / ".metadata", "rb") as f:
+            _MetadataUnpickler(f).load()
+    except Exception as err:  # noqa: BLE001 - refused or damaged: the same answer
+        raise CheckpointError(f"{str(folder / '.metadata')!r} is not DCP metadata that can be "
+                              f"read safely ({err})") from None
+
+
+class TensorOnlyPlanner(DefaultLoadPlanner):
+    """DCP's load planner, but each non-tensor value is read with ``weights_only=True``
+    (then handed on in that checked form)."""
+
+    def load_bytes(self, read_item, value: io.BytesIO) -> None:
+        try:
+            checked = torch.load(value, weights_only=True)
+        except Exception:  # noqa: BLE001
+            raise CheckpointError(f"the value {read_item.dest_index.fqn!r} of the DCP "
+                                  "checkpoint holds more than plain data; not loaded") from None
+        again = io.BytesIO()
+        torch.save(checked, again)
+        again.seek(0)
+        super().load_bytes(read_item, again)
 
 
 def _state(model, optimizer) -> dict:
@@ -120,6 +177,7 @@ def load_dcp(folder, model, optimizer) -> None:
     )
 
     folder = Path(folder)
+    check_metadata(folder)  # before DCP's own reader unpickles it
     state = _state(model, optimizer)  # the shapes and shards to fill
     saved = dcp.FileSystemReader(folder).read_metadata().state_dict_metadata
     prefix = "optimizer.state."
@@ -131,7 +189,8 @@ def load_dcp(folder, model, optimizer) -> None:
         del state["optimizer"]["state"][name]
     with warnings.catch_warnings():  # one process without a group is meant here
         warnings.filterwarnings("ignore", "torch.distributed is disabled")
-        dcp.load(state, checkpoint_id=folder, no_dist=not dist.is_initialized())  # the rest
+        dcp.load(state, checkpoint_id=folder, planner=TensorOnlyPlanner(),
+                 no_dist=not dist.is_initialized())
     set_model_state_dict(model, state["model"])
     set_optimizer_state_dict(model, optimizer, state["optimizer"],
                              options=StateDictOptions(strict=not never))
