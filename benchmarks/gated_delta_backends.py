@@ -28,10 +28,11 @@ def kernel_alone(rule):
     """The rule's chunked-kernel autograd Function, with no dispatch and no input check."""
     if rule == "gla":
         from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
-        return lambda v, b, c, g, A, beta: ChunkGLAFunction.apply(v, b, c, g, A, None, False)[0]
+        return lambda v, b, c, g, A, beta: ChunkGLAFunction.apply(
+            v, b, c, g, A, None, False, torch.is_grad_enabled())[0]
     from hymo_mini.ops.gated_delta.chunk_triton import ChunkGatedDeltaFunction
     return lambda v, b, c, g, A, beta: ChunkGatedDeltaFunction.apply(
-        v, b, c, g, A, beta, None, False)[0]
+        v, b, c, g, A, beta, None, False, torch.is_grad_enabled())[0]
 
 
 def dispatched(rule, backend, check_values):

@@ -35,7 +35,7 @@ Usage (on the GPU machine):
     python3 benchmarks/gdn.py --tune                 # time the kernel's launch configs first
 
 The JSON records the hardware, versions, date, this command and the git commit
-(benchmarks/record.py); ``cd book && python3 -m hymo_book.figures`` draws it
+(benchmarks/record.py); ``cd book && python3 -m hymo_book.plots`` draws it
 (book/hymo_book/kernel_plots.py).
 """
 
@@ -77,7 +77,7 @@ def hymo_backend(name):
     if name in ("chunk_triton_kernel", "chunk_triton_kernel_tf32"):
         from hymo_mini.ops.gla.chunk_triton import ChunkGLAFunction
         return lambda v, b, c, g, A: ChunkGLAFunction.apply(
-            v, b, c, g, A, None, False)[0]
+            v, b, c, g, A, None, False, torch.is_grad_enabled())[0]
     if name == "chunk_triton_unchecked":  # the mixer's call: no finiteness check, no sync
         return lambda v, b, c, g, A: ops.gated_linear_attention(
             v, b, c, g, A, backend="chunk_triton", check_values=False)[0]
@@ -441,7 +441,7 @@ def main(argv=None):
     print(f"wrote {out_path}")
     if args.figure:
         sys.path.insert(0, str(ROOT / "book"))  # the book's helpers draw the results
-        from hymo_book.kernel_plots import benchmark_figure
+        from hymo_book.plots.kernel_benchmarks import benchmark_figure
 
         from hymo_mini.train.curves import save_figure
         save_figure(benchmark_figure(report), Path(args.figure))

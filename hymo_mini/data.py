@@ -30,7 +30,10 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["ByteCorpus", "DataError", "load_corpus", "stdlib_root", "encode", "decode"]
+__all__ = ["ByteCorpus", "DataError", "load_corpus", "stdlib_root", "encode", "decode",
+           "DEFAULT_MAX_BYTES"]
+
+DEFAULT_MAX_BYTES = 4_000_000  # what load_corpus reads at most unless told otherwise
 
 
 _SKIP_FOLDERS = {"site-packages", "dist-packages", "__pycache__", ".git"}
@@ -143,7 +146,7 @@ class ByteCorpus:
                 f"{self.val.numel():,} validation bytes")
 
 
-def load_corpus(paths=None, *, max_bytes: int | None = 4_000_000, val_percent: float = 10.0,
+def load_corpus(paths=None, *, max_bytes: int | None = DEFAULT_MAX_BYTES, val_percent: float = 10.0,
                 pattern: str = "*.py") -> ByteCorpus:
     """Build a :class:`ByteCorpus` from files or folders (default: the standard library).
 

@@ -64,7 +64,7 @@ from hymo_mini.config import HyMoConfig, ModelConfig
 from hymo_mini.loss import linear_softcap_cross_entropy_heads, resolve_loss_impl
 from hymo_mini.mhc import ManifoldHyperConnection, collapse, expand
 from hymo_mini.moe import DeepSeekMoE
-from hymo_mini.mtp import MultiTokenPrediction, mtp_losses, mtp_targets
+from hymo_mini.mtp import MultiTokenPrediction
 
 __all__ = ["HyMo", "build_hymo", "check_tokens", "softcap", "sublayers"]
 
@@ -75,9 +75,10 @@ def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
     return logits if cap <= 0 else cap * torch.tanh(logits / cap)
 
 
-def check_tokens(tokens, config: ModelConfig, min_len: int = 1) -> None:
+def check_tokens(tokens, config: ModelConfig, min_len: int = 1, targets: int = 0) -> None:
     """Raise a clear error unless ``tokens`` is a (batch, time) integer tensor of ids in
-    [0, vocab_size) with min_len <= time <= max_seq_len (ids are checked on CPU only)."""
+    [0, vocab_size) with min_len <= time <= max_seq_len + targets (ids are checked on CPU
+    only). ``targets``: trailing tokens that are only predicted, never read."""
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
     if tokens.ndim != 2:
@@ -87,8 +88,9 @@ def check_tokens(tokens, config: ModelConfig, min_len: int = 1) -> None:
     T = tokens.shape[1]
     if T < min_len:
         raise ValueError(f"tokens has {T} positions; this needs at least {min_len}")
-    if T > config.max_seq_len:
-        raise ValueError(f"tokens has {T} positions, more than max_seq_len={config.max_seq_len}")
+    if T > config.max_seq_len + targets:
+        raise ValueError(f"tokens has {T} positions, more than max_seq_len={config.max_seq_len}"
+                         + (f" + {targets} predicted only" if targets else ""))
     # The value check reads two numbers back from the device: free on the CPU, but a
     # host-device synchronisation per step on a GPU, so it runs on CPU tensors only (on a
     # GPU an out-of-range id still stops the embedding, with a less helpful message).
@@ -181,12 +183,13 @@ class HyMo(nn.Module):
     def loss(self, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Next-token cross-entropy plus sum_d w_d · CE_d over the MTP depths.
 
-        Position i of the main logits predicts tokens[:, i + 1]; position i of MTP depth d
+        tokens (b, T + 1): the model reads ``tokens[:, :-1]`` (T <= max_seq_len positions);
+        position i of the main logits predicts tokens[:, i + 1], position i of MTP depth d
         predicts tokens[:, i + d + 1]. Returns ``(total, parts)`` with parts
         {"main": CE, "mtp_1": CE_1, ...} (detached) and ``total`` differentiable.
         """
         depth = self.config.mtp_depth
-        check_tokens(tokens, self.config, min_len=depth + 2)
+        check_tokens(tokens, self.config, min_len=depth + 2, targets=1)
         weights = self.config.mtp_loss_weights
         if resolve_loss_impl(self.config.loss_impl, tokens.device) == "chunked":
             total, (main, *losses) = self._chunked_losses(tokens)
@@ -202,25 +205,25 @@ class HyMo(nn.Module):
 
     def _plain_losses(self, tokens: torch.Tensor) -> list[torch.Tensor]:
         """[main CE, CE_1, ...] from the full logits of each head (the reference)."""
-        logits, hidden = self.forward_with_hidden(tokens)  # (b, t, V), (b, t, dim)
-        losses = [_cross_entropy(logits[:, :-1], tokens[:, 1:])]
-        if self.mtp is not None:
-            states = self.mtp(hidden, tokens, self.embed)  # [h_1 (b, T-1, dim), ...]
-            mtp_logits = [self.logits(h) for h in states]  # the head once per depth
-            losses += mtp_losses(mtp_logits, tokens)  # scored where a target exists
+        inputs = tokens[:, :-1]  # (b, T): every position has a target
+        logits, hidden = self.forward_with_hidden(inputs)  # (b, T, V), (b, T, dim)
+        losses = [_cross_entropy(logits, tokens[:, 1:])]
+        if self.mtp is not None:  # h_d (b, T-d, dim): position i predicts token i + d + 1
+            for d, h in enumerate(self.mtp(hidden, inputs, self.embed), start=1):
+                losses.append(_cross_entropy(self.logits(h), tokens[:, d + 1:]))
         return losses
 
     def _chunked_losses(self, tokens: torch.Tensor):
         """(total, [main CE, CE_1, ...] detached) without any (b, t, V) tensor: every head
-        chunk by chunk on the positions that have a target, in one call that shares the
-        tied weight's cast and its gradient buffer."""
-        hidden = self.run_layers(self.embed(tokens))  # (b, t, dim)
-        hiddens, targets = [self.norm(hidden[:, :-1])], [tokens[:, 1:]]
+        chunk by chunk, in one call that shares the tied weight's cast and its gradient
+        buffer."""
+        inputs = tokens[:, :-1]
+        hidden = self.run_layers(self.embed(inputs))  # (b, T, dim)
+        hiddens, targets = [self.norm(hidden)], [tokens[:, 1:]]
         if self.mtp is not None:
-            for d, h in enumerate(self.mtp(hidden, tokens, self.embed), start=1):
-                n, t = mtp_targets(tokens, d)  # h (b, T-d, dim): n have a target
-                hiddens.append(self.norm(h[:, :n]))
-                targets.append(t)
+            for d, h in enumerate(self.mtp(hidden, inputs, self.embed), start=1):
+                hiddens.append(self.norm(h))  # (b, T-d, dim)
+                targets.append(tokens[:, d + 1:])
         lambdas = [1.0, *self.config.mtp_loss_weights[:len(hiddens) - 1]]
         return linear_softcap_cross_entropy_heads(hiddens, self.head.weight, targets,
                                                   self.config.logit_softcap, lambdas)

@@ -40,11 +40,10 @@ def test_the_unchecked_dispatcher_is_the_checked_one_without_the_check():
 
 @pytest.mark.skipif(not ops.triton_usable(torch.device("cpu")),
                     reason="needs Triton's interpreter (TRITON_INTERPRET=1 before import)")
-def test_tf32_backend_turns_the_switch_on_for_fp32_alone_and_back_off(monkeypatch):
+def test_tf32_backend_turns_the_switch_on_for_fp32_alone_and_back_off():
     """chunk_triton_kernel_tf32 runs with PyTorch's TF32 switch on through its forward and
     backward, is skipped for bf16 inputs, and the oracle's fp32 runs find the switch off."""
     seen = []
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     found = gdn.available_backends(torch.device("cpu"))
     backends = {n: found[n] for n in ("chunk_triton_kernel", "chunk_triton_kernel_tf32")}
 
@@ -54,13 +53,19 @@ def test_tf32_backend_turns_the_switch_on_for_fp32_alone_and_back_off(monkeypatc
             return backends[name](*args)
         return run
     args = SimpleNamespace(grad_check_max_T=64, eager_max_T=0, rates="model")
-    for dtype in ("float32", "bfloat16"):
-        entry = gdn.bench_shape("B1_T20_H2_S8_D8", dtype, {n: spy(n) for n in backends}, args,
-                                torch.device("cpu"))
-        assert ("chunk_triton_kernel_tf32" in entry["checks"]) == (dtype == "float32")
-    assert {flag for name, flag in seen if name.endswith("_tf32")} == {True}
-    assert {flag for name, flag in seen if not name.endswith("_tf32")} == {False}
-    assert torch.backends.cuda.matmul.allow_tf32 is False
+    before = torch.backends.cuda.matmul.allow_tf32  # (a property: set and restored by hand)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for dtype in ("float32", "bfloat16"):
+            entry = gdn.bench_shape("B1_T20_H2_S8_D8", dtype, {n: spy(n) for n in backends},
+                                    args, torch.device("cpu"))
+            assert ("chunk_triton_kernel_tf32" in entry["checks"]) == (dtype == "float32")
+            assert all(check["agrees"] for check in entry["checks"].values()), entry["checks"]
+        assert {flag for name, flag in seen if name.endswith("_tf32")} == {True}
+        assert {flag for name, flag in seen if not name.endswith("_tf32")} == {False}
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def test_make_inputs_rates():

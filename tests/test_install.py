@@ -1,13 +1,16 @@
 """A regular (non-editable) install works on its own: build the wheel, install it into a
-fresh virtual environment that reuses the installed dependencies, and run the command line
-from a folder outside the repository."""
+fresh virtual environment that reuses the dependencies of the environment running the
+tests (the system's Python or a virtual environment), and run the command line from a
+folder outside the repository."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -39,8 +42,19 @@ def installed(tmp_path_factory):
           "-w", str(wheels), str(source)], cwd=tmp)
     (wheel,) = wheels.glob("hymo_mini-*.whl")
     env_dir = tmp / "env"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
+    # the running environment's packages, after the new one's own (a .pth line adds a folder
+    # to sys.path without running that folder's .pth files, so an editable hymo_mini there
+    # stays out of sight)
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    own = Path(_run([str(python), "-c", where], cwd=tmp).strip())
+    theirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+              *site.getsitepackages()}
+    if site.ENABLE_USER_SITE:
+        theirs.add(site.getusersitepackages())
+    (own / "running_environment.pth").write_text(
+        "".join(f"{folder}\n" for folder in sorted(theirs) if Path(folder).is_dir()))
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
           "--no-index", str(wheel)], cwd=tmp)
     work = tmp / "elsewhere"

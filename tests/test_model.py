@@ -219,7 +219,7 @@ def test_update_moe_biases():
     for moe, old in zip(moes, before, strict=True):
         assert not torch.equal(moe.load_ema, old)  # the step's load was folded in
         assert moe.expert_bias.abs().sum() > 0  # no deadband: every off-uniform expert moves
-        assert moe.last_counts.sum() == 4 * 32 * config.n_activated_experts
+        assert moe.last_counts.sum() == 4 * 31 * config.n_activated_experts  # 31 read, 1 predicted
 
 
 def test_build_hymo_accepts_both_configs():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from hymo_mini.cli.common import COMMANDS, Parser, parse, run
+from hymo_mini.cli.common import COMMANDS, Parser, closed_pipe_safe, parse, run
 from hymo_mini.cli.train import convert_main, train_main
 from hymo_mini.config import load_config, preset_names
 from hymo_mini.model_config import did_you_mean
@@ -76,6 +76,7 @@ def _params_main(argv: list[str]) -> int:
     return 0
 
 
+@closed_pipe_safe
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):

@@ -1,15 +1,22 @@
 """What every ``hymo-mini`` command shares: one-line errors with exit status 2, --help with
-the defaults, and the one device check."""
+the defaults, the one device check, and how a command ends when its reader goes away
+(a closed pipe: quietly, status 141) or the user presses Ctrl-C (one line, status 130)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
 
 from hymo_mini.config import ConfigError
 from hymo_mini.model_config import did_you_mean
 
-__all__ = ["COMMANDS", "CommandLineError", "Parser", "parse", "parse_device", "run"]
+__all__ = ["COMMANDS", "CommandLineError", "Parser", "parse", "parse_device", "run",
+           "closed_pipe_safe", "INTERRUPTED", "CLOSED_PIPE"]
+
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program stopped by Ctrl-C
+CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 COMMANDS = {
     "config": "print a config (preset or YAML file) with its derived fields",
@@ -33,10 +40,23 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage block) and the defaults in --help."""
+    """argparse with one-line errors (no usage block), the defaults in --help, and no
+    abbreviated options (``--step 5`` is an unknown option, not ``--steps 5``)."""
 
     def __init__(self, **kwargs):
-        super().__init__(formatter_class=_Help, **kwargs)
+        super().__init__(formatter_class=_Help, allow_abbrev=False, **kwargs)
+
+    def parse_args(self, args=None, namespace=None):  # noqa: D102
+        known, extras = self.parse_known_args(args, namespace)
+        if extras:
+            first = extras[0]
+            if first.startswith("-"):
+                name = first.split("=", 1)[0]
+                options = [o for action in self._actions for o in action.option_strings]
+                self.error(f"unknown option {name}{did_you_mean(name, options)}; "
+                           "the options are in --help")
+            self.error(f"unexpected argument {first!r}; the options are in --help")
+        return known
 
     def error(self, message: str):  # noqa: D102 - argparse's hook
         print(f"{self.prog}: error: {message}", file=sys.stderr)
@@ -94,6 +114,8 @@ def _reports(err: Exception) -> bool:
 
 
 def run(prog: str, command) -> int:
+    """``command()``'s exit status; a user's mistake is one line and status 2, Ctrl-C one
+    line and status 130."""
     try:
         return int(command() or 0)
     except _errors() as err:
@@ -101,5 +123,24 @@ def run(prog: str, command) -> int:
             text = " ".join(str(err).split())  # one line, whatever the message's layout
             print(f"{prog}: error: {text}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def closed_pipe_safe(main):
+    """``main`` (returning an exit status) that ends quietly with status 141 when what it
+    prints has no reader any more (``hymo-mini config | head -1``)."""
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs) -> int:
+        try:
+            status = main(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here if the output was buffered
+            return status
+        except BrokenPipeError:
+            # the rest of the output, and Python's own flush at exit, go nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return CLOSED_PIPE
+    return wrapped
 
 

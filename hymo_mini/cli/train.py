@@ -3,45 +3,63 @@ and ``hymo-mini convert-checkpoint``."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+import tempfile
 from pathlib import Path
 
-from hymo_mini.cli.common import COMMANDS, CommandLineError, Parser, parse, parse_device, run
+from hymo_mini.cli.common import (
+    COMMANDS,
+    INTERRUPTED,
+    CommandLineError,
+    Parser,
+    closed_pipe_safe,
+    parse,
+    parse_device,
+    run,
+)
 from hymo_mini.config import HyMoConfig, load_config, preset_names, replace
+from hymo_mini.data import DEFAULT_MAX_BYTES
 
-__all__ = ["train_main", "convert_main"]
+__all__ = ["train_main", "convert_main", "train_parser", "apply_overrides", "CONFIG_FLAGS",
+           "check_output_folder"]
 
 
 # ---- train ------------------------------------------------------------------------------
-def _train_parser() -> Parser:
+# the flags that set a config field: left out, the field keeps the config's value
+CONFIG_FLAGS = {  # flag: (config field, argparse's options, help)
+    "--max-steps": ("training.max_steps", {"type": int}, "schedule length"),
+    "--batch-size": ("training.batch_size", {"type": int}, "sequences per micro-batch"),
+    "--seq-len": ("training.seq_len", {"type": int}, "tokens the model reads per sequence"),
+    "--dtype": ("training.dtype", {"choices": ["float32", "bfloat16"]},
+                "float32, or bfloat16 autocast over fp32 weights"),
+    "--optimizer": ("optimizer.name", {"choices": ["adamw", "muon"]},
+                    "muon: Muon on the MLA and GDN matrices, AdamW on the rest; adamw: AdamW "
+                    "on everything"),
+    "--normuon": ("optimizer.normuon", {"action": argparse.BooleanOptionalAction},
+                  "with muon: NorMuon's per-neuron update normalisation"),
+    "--lr": ("optimizer.lr", {"type": float}, "AdamW learning rate"),
+    "--muon-lr": ("optimizer.muon_lr", {"type": float}, "Muon learning rate"),
+    "--seed": ("run.seed", {"type": int}, "run seed"),
+}
+
+
+def train_parser() -> Parser:
     p = Parser(prog="hymo-mini train",
-                description="Train a HyMo on bytes of text (default: the Python standard "
-                            "library's .py files).")
+               description="Train a HyMo on bytes of text (default: the Python standard "
+                           "library's .py files). A flag left out keeps the config's value.")
     p.add_argument("--config", default="hymo_mini",
                    help=f"preset ({', '.join(preset_names())}) or YAML path")
     p.add_argument("--data", nargs="*", default=None, metavar="PATH",
                    help="text files or folders (default: the standard library's .py files)")
     p.add_argument("--pattern", default="*.py", help="file pattern inside folders")
-    p.add_argument("--max-bytes", type=int, default=4_000_000, help="corpus size cap")
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="corpus size cap")
     p.add_argument("--out", default=None, help="output folder (default: the config's "
                    "run.output_dir)")
     p.add_argument("--steps", type=int, default=None, help="stop after this step (default: "
                    "the schedule's length)")
-    for flag, kind, what in (("--max-steps", int, "schedule length"),
-                             ("--batch-size", int, "sequences per micro-batch"),
-                             ("--seq-len", int, "tokens per sequence"),
-                             ("--lr", float, "AdamW learning rate"),
-                             ("--muon-lr", float, "Muon learning rate"),
-                             ("--seed", int, "run seed")):
-        p.add_argument(flag, type=kind, default=None, help=f"{what} (default: the config's)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
-                   help="float32, or bfloat16 autocast over fp32 weights (default: the "
-                        "config's)")
-    p.add_argument("--optimizer", choices=["adamw", "muon"], default="muon",
-                   help="muon (the document's choice): Muon on the MLA and GDN matrices, "
-                        "AdamW on the rest; adamw: AdamW on everything")
-    p.add_argument("--normuon", action="store_true",
-                   help="with --optimizer muon: NorMuon's per-neuron update normalisation")
+    for flag, (_, options, what) in CONFIG_FLAGS.items():
+        p.add_argument(flag, default=None, help=f"{what} (default: the config's)", **options)
     p.add_argument("--device", default="cuda" if _cuda() else "cpu",
                    help="cpu, cuda or cuda:N")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads "
@@ -68,22 +86,59 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def _apply_overrides(config: HyMoConfig, args) -> HyMoConfig:
-    """The config with the command line's values; contradictory flags are errors."""
-    if args.normuon and args.optimizer != "muon":
-        raise CommandLineError("--normuon normalises Muon's update, so it needs --optimizer "
-                               f"muon; got --optimizer {args.optimizer}")
-    training = {k: getattr(args, k) for k in ("max_steps", "batch_size", "seq_len", "dtype")}
-    training = {k: v for k, v in training.items() if v is not None}
-    if training:
-        config = replace(config, training=replace(config.training, **training))
-    optimizer = {"name": args.optimizer,
-                 "normuon": args.optimizer == "muon" and (args.normuon or config.optimizer.normuon)}
-    optimizer.update({k: v for k in ("lr", "muon_lr") if (v := getattr(args, k)) is not None})
-    config = replace(config, optimizer=replace(config.optimizer, **optimizer))
-    if args.seed is not None:
-        config = replace(config, run=replace(config.run, seed=args.seed))
+def apply_overrides(config: HyMoConfig, args) -> HyMoConfig:
+    """The config with the values of the flags given; contradictory flags are errors."""
+    changes: dict[str, dict] = {}  # section: {field: value}
+    for flag, (field, _, _) in CONFIG_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            section, name = field.split(".")
+            changes.setdefault(section, {})[name] = value
+    optimizer = changes.setdefault("optimizer", {})
+    name = optimizer.get("name", config.optimizer.name)
+    if name != "muon" and optimizer.get("normuon", config.optimizer.normuon):
+        if optimizer.get("normuon"):
+            raise CommandLineError("--normuon normalises Muon's update, so it needs --optimizer "
+                                   f"muon; got --optimizer {name}")
+        optimizer["normuon"] = False  # the config's NorMuon belongs to its Muon
+    for section, values in changes.items():
+        config = replace(config, **{section: replace(getattr(config, section), **values)})
     return config
+
+
+def check_output_folder(out: Path) -> None:
+    """Create ``out`` and make sure a file can be written there, before any work."""
+    if out.exists() and not out.is_dir():
+        raise CommandLineError(f"--out {str(out)!r}: there is a file of that name, not a "
+                               f"folder; choose a folder, e.g. {str(out) + '_run'!r}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise CommandLineError(f"--out {str(out)!r}: cannot write there "
+                               f"({err.strerror or err}); choose a folder you can write to"
+                               ) from None
+
+
+def _settings(args, config: HyMoConfig, device, out: Path, argv: list[str]) -> dict:
+    """What the run uses besides its config (saved with each checkpoint)."""
+    import torch
+
+    return {"command": " ".join(["hymo-mini", "train", *argv]), "config": args.config,
+            "data": args.data or "the Python standard library", "pattern": args.pattern,
+            "max_bytes": args.max_bytes, "steps": args.steps or config.training.max_steps,
+            "device": str(device), "threads": torch.get_num_threads(), "out": str(out)}
+
+
+def _describe(config: HyMoConfig, settings: dict) -> str:
+    t, o = config.training, config.optimizer
+    optimizer = (f"muon (lr {o.muon_lr:g}, AdamW lr {o.lr:g}{', NorMuon' if o.normuon else ''})"
+                 if o.name == "muon" else f"adamw (lr {o.lr:g})")
+    return (f"settings: {config.run.name}; optimizer {optimizer}; batch {t.batch_size} x "
+            f"{t.seq_len} tokens; steps {settings['steps']} (schedule {t.max_steps}); "
+            f"{t.dtype}; seed {config.run.seed}; device {settings['device']} (threads "
+            f"{settings['threads']}); out {settings['out']}")
 
 
 def _summary(result, out: Path) -> str:
@@ -99,20 +154,31 @@ def _summary(result, out: Path) -> str:
             f"{out / 'loss_curve.png'}")
 
 
-def _train(args) -> int:
+def _interrupted(result, out: Path, steps: int) -> str:
+    reached = result.history["step"][-1] if result.history["step"] else 0
+    if result.saved_step is None:
+        kept = "no checkpoint was written yet"
+    else:
+        kept = (f"{out / 'checkpoint.pt'} holds step {result.saved_step} (--resume continues "
+                "from it)")
+    return (f"hymo-mini train: interrupted after step {reached} of {steps}; {kept}; history "
+            f"and loss curve written up to step {reached}")
+
+
+def _train(args, argv: list[str]) -> int:
     import os
 
     import torch
 
     from hymo_mini.data import load_corpus
-    from hymo_mini.train import CheckpointError, train
+    from hymo_mini.train import CheckpointError, TrainingInterrupted, load_checkpoint, train
 
     device = parse_device(args.device)
     if args.threads is not None:
         if args.threads <= 0:
             raise CommandLineError(f"--threads must be a positive integer, got {args.threads}")
         torch.set_num_threads(args.threads)
-    config = _apply_overrides(load_config(args.config), args)
+    config = apply_overrides(load_config(args.config), args)
     out = Path(config.run.output_dir if args.out is None else args.out)
     if args.distributed or "WORLD_SIZE" in os.environ:
         return _train_distributed(args, config, device, out)
@@ -120,14 +186,31 @@ def _train(args) -> int:
         raise CommandLineError("--activation-checkpointing is a switch of --distributed "
                                "training; without it set model.gradient_checkpointing")
     from hymo_mini.train.curves import loss_curve, save_figure
+    from hymo_mini.train.loop import check_steps
 
-    if not args.resume and (out / "checkpoint.pt").exists():
-        raise CheckpointError(f"{str(out / 'checkpoint.pt')!r} exists: pass --resume to "
-                              "continue that run, or choose another --out")
+    steps = check_steps(config, args.steps)
+    checkpoint = out / "checkpoint.pt"
+    if not args.resume and checkpoint.exists():
+        raise CheckpointError(f"{str(checkpoint)!r} exists: pass --resume to continue "
+                              "that run, or choose another --out")
+    check_output_folder(out)
+    if args.resume:  # the checkpoint is checked now; train() loads it again for the run
+        saved = load_checkpoint(checkpoint, config)["step"]
+        if saved >= steps:
+            raise CheckpointError(f"{str(checkpoint)!r} is already at step {saved}; ask for "
+                                  f"more --steps (at most max_steps={config.training.max_steps})")
     corpus = load_corpus(args.data, max_bytes=args.max_bytes, pattern=args.pattern)
+    settings = _settings(args, config, device, out, argv)
     print(corpus.describe())
-    result = train(config, corpus, steps=args.steps, out_dir=out, resume=args.resume,
-                   device=device, progress=not args.no_progress)
+    print(_describe(config, settings))
+    try:
+        result = train(config, corpus, steps=steps, out_dir=out, resume=args.resume,
+                       device=device, progress=not args.no_progress, settings=settings)
+    except TrainingInterrupted as stop:
+        save_figure(loss_curve(stop.result.history, title=f"{config.run.name}: loss"),
+                    out / "loss_curve.png")
+        print(_interrupted(stop.result, out, steps), file=sys.stderr)
+        return INTERRUPTED
     save_figure(loss_curve(result.history, title=f"{config.run.name}: loss"),
                 out / "loss_curve.png")
     print(_summary(result, out))
@@ -195,9 +278,11 @@ def convert_main(argv: list[str]) -> int:
     return 0
 
 
+@closed_pipe_safe
 def train_main(argv: list[str] | None = None) -> int:
     """``hymo-mini train`` / ``python -m hymo_mini.train``."""
-    args, status = parse(_train_parser(), sys.argv[1:] if argv is None else argv)
-    return status if args is None else run("hymo-mini train", lambda: _train(args))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, status = parse(train_parser(), argv)
+    return status if args is None else run("hymo-mini train", lambda: _train(args, argv))
 
 

@@ -26,7 +26,7 @@ here and shown in the book:
 
 from hymo_mini.optim.schedule import wsd_multiplier
 from hymo_mini.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from hymo_mini.train.loop import TrainResult, evaluate, train
+from hymo_mini.train.loop import TrainingInterrupted, TrainResult, evaluate, train
 
-__all__ = ["CheckpointError", "TrainResult", "wsd_multiplier", "save_checkpoint",
-           "load_checkpoint", "evaluate", "train"]
+__all__ = ["CheckpointError", "TrainResult", "TrainingInterrupted", "wsd_multiplier",
+           "save_checkpoint", "load_checkpoint", "evaluate", "train"]

@@ -37,8 +37,8 @@ from hymo_mini.optim import build_optimizer, clip_and_step
 from hymo_mini.optim.schedule import wsd_multiplier
 from hymo_mini.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
-__all__ = ["TrainResult", "evaluate", "train", "RunState", "TrainingLog", "check_steps",
-           "check_sizes", "set_learning_rate", "run_steps", "train_result"]
+__all__ = ["TrainResult", "TrainingInterrupted", "evaluate", "train", "RunState", "TrainingLog",
+           "check_steps", "check_sizes", "set_learning_rate", "run_steps", "train_result"]
 
 
 @dataclass
@@ -49,15 +49,21 @@ class TrainResult:
     checkpoint: Path | None = None
     optimizer: torch.optim.Optimizer | None = None
     resumed_from: int | None = None  # the checkpoint's step, when the run resumed
+    saved_step: int | None = None  # the step the checkpoint on disk holds, if any
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`train`. ``result`` is the run up to its last finished step
+    (``history.json`` is written up to there too); the checkpoint on disk is the last one
+    saved, at ``result.saved_step``, and ``--resume`` continues exactly from it."""
+
+    def __init__(self, result: TrainResult):
+        super().__init__("training interrupted")
+        self.result = result
 
 
 def check_sizes(config: HyMoConfig, corpus: ByteCorpus) -> None:
     t, m = config.training, config.model
-    if t.seq_len + 1 > m.max_seq_len:
-        raise ConfigError(f"TrainingConfig.seq_len: the loss reads seq_len + 1 = {t.seq_len + 1} "
-                          f"tokens (the inputs and the last target), more than "
-                          f"ModelConfig.max_seq_len={m.max_seq_len}; use seq_len <= "
-                          f"{m.max_seq_len - 1}")
     if t.seq_len < m.mtp_depth + 2:
         raise ConfigError(f"TrainingConfig.seq_len: {t.seq_len} leaves no target for MTP "
                           f"depth {m.mtp_depth}; use seq_len >= {m.mtp_depth + 2}")
@@ -103,6 +109,8 @@ class RunState:
         "step": [], "loss": [], "lr": [], "grad_norm": [], "parts": {},
         "val_step": [], "val_loss": []})
     ckpt_path: Path | None = None
+    saved_step: int | None = None  # the step of the checkpoint on disk
+    settings: dict = field(default_factory=dict)  # saved with each checkpoint
 
 
 def check_steps(config: HyMoConfig, steps: int | None) -> int:
@@ -133,6 +141,7 @@ def _prepare(config, corpus, steps, out_dir, resume, device, model) -> RunState:
         model.load_state_dict(payload["model"])
         run.optimizer.load_state_dict(payload["optimizer"])
         run.history, run.start = payload["history"], payload["step"]
+        run.saved_step = run.start
         if run.start >= steps:
             raise CheckpointError(f"the checkpoint is already at step {run.start}; ask for "
                                   f"more steps (at most max_steps={tc.max_steps})")
@@ -186,6 +195,7 @@ class TrainingLog:
         self.run, self.print_every = run, print_every
         self.pending: list = []
         self.seconds = {"data": 0.0, "compute": 0.0, "log": 0.0, "eval": 0.0}
+        self.steps_done = 0  # by this process, since it started or resumed
         self.windows: list[float] = []
         self.window_start, self.window_steps = time.perf_counter(), 0
         self.bar = None
@@ -203,14 +213,18 @@ class TrainingLog:
     def flush(self) -> None:
         """Move buffered losses to the history (one device sync)."""
         h = self.run.history
-        for step, loss, parts, norm, lr in self.pending:
-            h["step"].append(step)
-            h["loss"].append(float(loss))
-            h["lr"].append(lr)
-            h["grad_norm"].append(float(norm))
-            for name, value in parts.items():
-                h["parts"].setdefault(name, []).append(float(value))
+        # read everything back first (the wait for the device is where Ctrl-C lands), so
+        # an interruption leaves the history as it was
+        rows = [(step, float(loss), {name: float(v) for name, v in parts.items()},
+                 float(norm), lr) for step, loss, parts, norm, lr in self.pending]
         self.pending.clear()
+        for step, loss, parts, norm, lr in rows:
+            h["step"].append(step)
+            h["loss"].append(loss)
+            h["lr"].append(lr)
+            h["grad_norm"].append(norm)
+            for name, value in parts.items():
+                h["parts"].setdefault(name, []).append(value)
 
     def log_step(self) -> None:
         """A log step: sync (queued GPU work counts as compute), then the history."""
@@ -239,7 +253,7 @@ class TrainingLog:
         print(f"step {done:4d}  loss {h['loss'][-1]:.2f}{main}{val}")
 
     def stats(self) -> dict:
-        n_steps = self.run.steps - self.run.start
+        n_steps = self.steps_done
         tokens = _tokens_per_step(self.run.config)
         loop = self.seconds["data"] + self.seconds["compute"] + self.seconds["log"]
         return {"steps": n_steps, "tokens_per_step": tokens,
@@ -255,7 +269,9 @@ def _evaluate_and_save(run: RunState, log: TrainingLog, val_batches, done: int) 
     run.history["val_loss"].append(evaluate(run.model, val_batches, run.config, run.device))
     if run.ckpt_path is not None:  # a crash loses at most eval_every steps
         log.flush()
-        save_checkpoint(run.ckpt_path, run.model, run.optimizer, done, run.history, run.config)
+        save_checkpoint(run.ckpt_path, run.model, run.optimizer, done, run.history, run.config,
+                        run.settings)
+        run.saved_step = done
 
 
 def run_steps(run: RunState, log: TrainingLog, batches, optimizer_step, evaluate_and_save) -> None:
@@ -272,6 +288,7 @@ def run_steps(run: RunState, log: TrainingLog, batches, optimizer_step, evaluate
         done = step + 1
         log.pending.append((done, loss, parts, norm, lr))
         log.window_steps += 1
+        log.steps_done += 1
         if done % tc.log_every == 0 or done == run.steps:
             log.log_step()
         with log.timed("log"):
@@ -290,12 +307,13 @@ def run_steps(run: RunState, log: TrainingLog, batches, optimizer_step, evaluate
 def train_result(run: RunState, log: TrainingLog, resume: bool) -> TrainResult:
     return TrainResult(model=run.model, history=run.history, stats=log.stats(),
                        checkpoint=run.ckpt_path, optimizer=run.optimizer,
-                       resumed_from=run.start if resume else None)
+                       resumed_from=run.start if resume else None, saved_step=run.saved_step)
 
 
 def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | None = None,
           out_dir=None, resume: bool = False, device="cpu", progress: bool = True,
-          print_every: int | None = None, model=None) -> TrainResult:
+          print_every: int | None = None, model=None, settings: dict | None = None
+          ) -> TrainResult:
     """Train ``build_hymo(config)`` on ``corpus`` (default: the standard library).
 
     steps: stop after this optimizer step (default ``training.max_steps``; the schedule
@@ -303,14 +321,24 @@ def train(config: HyMoConfig, corpus: ByteCorpus | None = None, *, steps: int | 
     ``checkpoint.pt`` (written at every evaluation and at the end) and ``history.json`` go
     (None: no files). resume: continue from ``out_dir/checkpoint.pt``. print_every: print
     rounded losses every so many steps (for notebooks, where a progress bar's timings
-    would change every run).
+    would change every run). settings: what else the run was started with, saved with
+    each checkpoint. Ctrl-C raises :class:`TrainingInterrupted`.
     """
     run = _prepare(config, corpus, steps, out_dir, resume, device, model)
+    run.settings = dict(settings or {})
     tc = config.training
     val_batches = run.corpus.val_batches(tc.eval_batches, tc.batch_size, tc.seq_len)
     log = TrainingLog(run, progress, print_every)
-    run_steps(run, log, lambda step: _batches(run, step), _optimizer_step,
-          lambda done: _evaluate_and_save(run, log, val_batches, done))
+    try:
+        run_steps(run, log, lambda step: _batches(run, step), _optimizer_step,
+                  lambda done: _evaluate_and_save(run, log, val_batches, done))
+    except KeyboardInterrupt:
+        log.flush()  # the finished steps' losses
+        if log.bar is not None:
+            log.bar.close()
+        if out_dir is not None:
+            (Path(out_dir) / "history.json").write_text(json.dumps(run.history))
+        raise TrainingInterrupted(train_result(run, log, resume)) from None
     if run.ckpt_path is not None:  # the last step is an evaluation step: already saved
         (Path(out_dir) / "history.json").write_text(json.dumps(run.history))
     return train_result(run, log, resume)
