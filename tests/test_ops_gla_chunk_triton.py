@@ -87,7 +87,8 @@ def test_chunks_by_one_product_and_by_levels_in_one_sequence():
     """Chunks that fit the one product and chunks that take the levels alternate in one
     sequence with a ragged tail (the two launches of the output kernel each take theirs):
     outputs, final state and every gradient against the loop."""
-    B, T, H, S, D = 1, 100, 2, 12, 20  # chunks 0 and 2 fit, 1 and 3 (ragged) do not
+    # chunks 0 and 2 fit, 1 and 3 (ragged) do not; T = 100 under the interpreter's chunks
+    B, T, H, S, D = 1, 3 * gtc.CHUNK + gtc.CHUNK // 8, 2, 12, 20
     leaves = _mixed_leaves(B, T, H, S, D, gtc.CHUNK)
     fits = one_product_chunks(leaves[3].detach(), -torch.exp(leaves[4].detach()) * 10.0,
                               gtc.CHUNK)
