@@ -186,20 +186,24 @@ def _train(args, argv: list[str]) -> int:
         raise CommandLineError("--activation-checkpointing is a switch of --distributed "
                                "training; without it set model.gradient_checkpointing")
     from hymo_mini.train.curves import loss_curve, save_figure
-    from hymo_mini.train.loop import check_steps
+    from hymo_mini.train.loop import check_sizes, check_steps
 
     steps = check_steps(config, args.steps)
     checkpoint = out / "checkpoint.pt"
     if not args.resume and checkpoint.exists():
         raise CheckpointError(f"{str(checkpoint)!r} exists: pass --resume to continue "
                               "that run, or choose another --out")
-    check_output_folder(out)
     if args.resume:  # the checkpoint is checked now; train() loads it again for the run
         saved = load_checkpoint(checkpoint, config)["step"]
         if saved >= steps:
             raise CheckpointError(f"{str(checkpoint)!r} is already at step {saved}; ask for "
                                   f"more --steps (at most max_steps={config.training.max_steps})")
+    if args.max_bytes <= 0:
+        raise CommandLineError(f"--max-bytes must be a positive number of bytes, got "
+                               f"{args.max_bytes}; the default is {DEFAULT_MAX_BYTES:,}")
     corpus = load_corpus(args.data, max_bytes=args.max_bytes, pattern=args.pattern)
+    check_sizes(config, corpus)
+    check_output_folder(out)  # last: a check that fails earlier leaves no folder behind
     settings = _settings(args, config, device, out, argv)
     print(corpus.describe())
     print(_describe(config, settings))
