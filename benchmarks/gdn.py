@@ -36,7 +36,7 @@ Usage (on the GPU machine):
 
 The JSON records the hardware, versions, date, this command and the git commit
 (benchmarks/record.py); ``cd book && python3 -m hymo_book.plots`` draws it
-(book/hymo_book/kernel_plots.py).
+(book/hymo_book/plots/kernel_benchmarks.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ task (default: the training tasks plus shorter and longer N at each T). ``--jobs
 variants in parallel processes: on a GPU the small models are launch-bound, so several
 share it well. The JSON holds the settings, each model's layout, parameter count, loss
 curve and accuracies, and benchmarks/record.py's header (the date, this command, the commit,
-the machine and the versions); the book's chapter 19 and ``python3 -m hymo_book.figures``
+the machine and the versions); the book's chapter 19 and ``python3 -m hymo_book.plots``
 (run in book/) plot it.
 """
 

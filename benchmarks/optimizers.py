@@ -13,7 +13,7 @@ warmup-stable-decay schedule, gradient clipping and MoE balancing as
 Validation loss (main next-byte cross-entropy on fixed held-out windows) is recorded
 every ``--eval-every`` steps and at the end; the result, with the hardware, date and
 command, goes to ``book/results/optimizers_cpu.json``, which the book's
-``hymo_book.optim_plots`` plots.
+``hymo_book.plots.optimizers`` plots.
 
     python benchmarks/optimizers.py                      # 300 steps each, ~10 min
     python benchmarks/optimizers.py --steps 40 --variants adamw muon --out /tmp/o.json

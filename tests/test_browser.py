@@ -27,8 +27,8 @@ from browser import (
     jupyter_lab,
     leaves_machine,
 )
-from hymo_book.legibility import FIGURE_MIN_FONT_PT, MIN_SHOWN_PT, png_dpi, shown_points
-from hymo_book.site import build_site, chapters
+from hymo_book.site.build import build_site, chapters
+from hymo_book.site.legibility import FIGURE_MIN_FONT_PT, MIN_SHOWN_PT, png_dpi, shown_points
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"

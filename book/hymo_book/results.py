@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import textwrap
 from pathlib import Path
 
 from hymo_book.style import canonical_backend
 
-__all__ = ["RESULTS_DIR", "PRODUCERS", "producer", "list_results", "load_result", "run_info",
-           "run_caption", "CaptionedTable"]
+__all__ = ["RESULTS_DIR", "PRODUCERS", "producer", "list_results", "load_result", "read_log",
+           "pytest_tally", "run_info", "run_caption", "CaptionedTable"]
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 
@@ -105,6 +106,23 @@ def load_result(name_or_path: str | Path, need: tuple[str, ...] = ()) -> dict:
         _rename_backends(report)
     report["file"] = path.name
     return report
+
+
+def read_log(name: str) -> str:
+    """The text of a run's log kept in RESULTS_DIR (a GPU test run's pytest output, say)."""
+    path = RESULTS_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"no log {str(path)!r} in the results folder")
+    return path.read_text()
+
+
+def pytest_tally(log: str) -> tuple[int, bool]:
+    """(tests passed, whether any failed or errored) of a pytest log kept in RESULTS_DIR, by
+    name: the "N passed" of every summary line added up; a failure counted in a summary
+    line or marked F / E in a progress line."""
+    text = read_log(log)
+    passed = sum(int(n) for n in re.findall(r"(\d+) passed", text))
+    return passed, bool(re.search(r"\d+ (failed|error)|^[.sx]*[FE]", text, re.M))
 
 
 def run_info(report: dict) -> dict:

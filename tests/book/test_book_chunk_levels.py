@@ -1,13 +1,13 @@
-"""hymo_book.chunk_levels (book chapter 10, rung 3): the chunk kernel's levels cover every
+"""hymo_book.kernels.chunk_levels (book chapter 10, rung 3): the chunk kernel's levels cover every
 pair of a block once, as the kernel masks them, and give the direct weights (the decay matrix of
-hymo_book.kernel_chapter) where the one-factor form overflows; the level-map figure."""
+hymo_book.kernels.arithmetic) where the one-factor form overflows; the level-map figure."""
 
 import math
 
 import pytest
 import torch
-from hymo_book import chunk_levels as lv
-from hymo_book.kernel_chapter import _example, decay_matrix, max_rel_error
+from hymo_book.kernels import chunk_levels as lv
+from hymo_book.kernels.arithmetic import _example, decay_matrix, max_rel_error
 from matplotlib.patches import Rectangle
 
 from hymo_mini.ops import naive_gla, one_product_chunks

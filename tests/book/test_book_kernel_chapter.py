@@ -1,4 +1,4 @@
-"""hymo_book.kernel_chapter (book chapters 10 and 21): the error checks, the decay matrix of the
+"""hymo_book.kernels.arithmetic (book chapters 10 and 21): the error checks, the decay matrix of the
 chunked form against the loop, the document's launch and memory arithmetic, and the predicted
 peak memory of the recurrent kernel against the committed H200 measurement."""
 
@@ -6,7 +6,7 @@ peak memory of the recurrent kernel against the committed H200 measurement."""
 import pytest
 import torch
 from figure_checks import assert_series_distinct
-from hymo_book import kernel_chapter as kc
+from hymo_book.kernels import arithmetic as kc
 from hymo_book.results import load_result
 from matplotlib.patches import Rectangle
 

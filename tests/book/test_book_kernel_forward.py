@@ -1,8 +1,8 @@
-"""hymo_book.kernel_forward (book chapter 21): the gla forward's runs read back as they were
+"""hymo_book.kernels.forward (book chapter 21): the gla forward's runs read back as they were
 written, the settings named in words, and the ratios to the copy computed from the run."""
 
 import pytest
-from hymo_book import kernel_forward as kf
+from hymo_book.kernels import forward as kf
 from hymo_book.results import load_result
 
 

@@ -1,13 +1,13 @@
-"""hymo_book.kernel_primer (book chapter 09): TF32 rounding on the bits, one and three TF32
+"""hymo_book.kernels.primer (book chapter 09): TF32 rounding on the bits, one and three TF32
 products against float64, the two floors and the ridge point, the operations' bytes against the
 benchmark's, the pipelining model, and the figures' rules."""
 
 import pytest
 import torch
 from figure_checks import assert_integer_ticks, assert_series_distinct
-from hymo_book import kernel_primer as kp
-from hymo_book.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt
+from hymo_book.kernels import primer as kp
 from hymo_book.results import load_result
+from hymo_book.site.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt
 
 
 def _bits(x: torch.Tensor) -> torch.Tensor:

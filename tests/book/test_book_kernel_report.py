@@ -1,4 +1,4 @@
-"""hymo_book.kernel_report and .kernel_runs (book chapter 21): the launch arithmetic from the
+"""hymo_book.kernels (book chapter 21): the launch arithmetic from the
 document's model, the dispatcher's count and one run's times; the tables of the 2026-12-01
 runs; the delta kernel's predicted peak memory against the committed measurement; the targets,
 whose verdicts agree with the ones the benchmark wrote."""
@@ -8,10 +8,15 @@ import statistics
 
 import pytest
 import torch
-from hymo_book import kernel_forward as kf
-from hymo_book import kernel_report as kr
-from hymo_book import kernel_runs as kn
 from hymo_book import results
+from hymo_book.kernels import delta_forward as kd
+from hymo_book.kernels import forward as kf
+from hymo_book.kernels import host as kh
+from hymo_book.kernels import one_product as ko
+from hymo_book.kernels import report as kr
+from hymo_book.kernels import runs as kn
+from hymo_book.kernels import standing as kst
+from hymo_book.kernels import targets as kt
 
 
 def _recurrent_report(naive=400.0, kernel=0.8, dispatched=1.2):
@@ -166,7 +171,7 @@ def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
                  and r["target"].endswith("latest")]
     for row, key in zip(delta_now, ("bfloat16", "float32"), strict=True):
         assert row["worst"] == max(r["ratio"] for (_, k), r in now.items() if k == key)
-        assert row["met"] == (row["worst"] <= kr.DELTA_TARGETS["fwd_over_floor"])
+        assert row["met"] == (row["worst"] <= kt.DELTA_TARGETS["fwd_over_floor"])
     assert all(run in summary.caption for run in kf.DELTA_CHAIN_RUNS)
     # the pairs "auto": one row per rule and dtype, each at its worst shape of the runs
     auto = [r for r in summary.rows if r["target"].endswith('"auto"')
@@ -195,11 +200,11 @@ def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
     """Both rules at both shapes and dtypes, each beside its peer in one run; the delta
     rows' ratios are the ones benchmarks/gated_delta.py wrote, and the summary's final-tree
     rows are the table's worst cases."""
-    now = kr.standing()
+    now = kst.standing()
     assert {(r["rule"], r["dtype"]) for r in now.rows} == {
         (rule, d) for rule in ("gla", "delta") for d in ("bfloat16", "float32")}
     assert len(now.rows) == 8
-    delta = results.load_result(kr.DELTA_RECORD_RUN)["peers"]
+    delta = results.load_result(kst.DELTA_RECORD_RUN)["peers"]
     for r in (r for r in now.rows if r["rule"] == "delta"):
         written = next(e for e in delta.values() if e["dtype"] == r["dtype"]
                        and f"B{e['B']} T{e['T']} H{e['H']}" == r["shape"])
@@ -207,7 +212,7 @@ def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
             written["targets"]["chunk_triton"]["fwdbwd_over_kda"])
         assert r["met"]["fwdbwd"] == written["targets"]["chunk_triton"]["fwdbwd_within_0.8x_kda"]
     summary = {r["target"]: r for r in kr.targets_summary().rows}
-    for rule in kr.STANDING:
+    for rule in kst.STANDING:
         row = summary[f"{rule}: forward / a copy of its bytes, final tree"]
         assert row["worst"] == max(r["fwd_vs_copy"] for r in now.rows if r["rule"] == rule)
     # the issue's own floor, a clone of the bytes (each read and written): about twice the
@@ -222,22 +227,22 @@ def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
         assert 1.8 < ratio < 2.2
 
 
-@pytest.mark.parametrize("run", [kr.GLA_TF32_RUN, kr.GLA_BF16X6_RUN])
+@pytest.mark.parametrize("run", [kst.GLA_TF32_RUN, kst.GLA_BF16X6_RUN])
 def test_the_gla_fp32_runs_time_both_precisions_beside_chunk_gla(run):
     """The gla kernel alone in fp32, each precision beside chunk_gla in one run (three TF32
     products in both directions, then six bf16 products in the backward): the ratios divide
     that run's times and the verdicts are against the gla limit."""
-    both = kr.tf32_beside_peer(run)
+    both = kst.tf32_beside_peer(run)
     report = results.load_result(run)
     assert len(both.rows) == len(report["shapes"]) == 2 and run in both.caption
     for row, entry in zip(both.rows, report["shapes"].values(), strict=True):
         assert row["dtype"] == entry["dtype"] == "float32"
         peer = entry["results"]["fla_chunk"]["fwdbwd_ms"]
-        for backend, (key, _) in kr.TF32_PRECISIONS.items():
+        for backend, (key, _) in kst.TF32_PRECISIONS.items():
             ratio = entry["results"][backend]["fwdbwd_ms"] / peer
             assert row[key]["fwdbwd_ratio"] == ratio
-            assert row[key]["met"] == (ratio <= kr.STANDING["gla"][4])
-    assert kr.tf32_beside_peer().caption == kr.tf32_beside_peer(kr.GLA_TF32_RUN).caption
+            assert row[key]["met"] == (ratio <= kst.STANDING["gla"][4])
+    assert kst.tf32_beside_peer().caption == kst.tf32_beside_peer(kst.GLA_TF32_RUN).caption
 
 
 def test_the_later_fp32_run_ends_the_summary():
@@ -246,7 +251,7 @@ def test_the_later_fp32_run_ends_the_summary():
     after all the others but the last rows, the rules as they shipped, then on the model's
     rates, then with the walks over groups set anew, then with the walks forming the outputs
     (chapter 21 says "the N rows before the M “as shipped”")."""
-    both = kr.tf32_beside_peer(kr.GLA_BF16X6_RUN)
+    both = kst.tf32_beside_peer(kst.GLA_BF16X6_RUN)
     summary = kr.targets_summary()
     rows = {r["target"]: r for r in summary.rows}
     for key, words in (("default", "fp32-grade default"), ("tf32", "fp32 TF32 opt-in")):
@@ -267,14 +272,14 @@ def test_the_later_fp32_run_ends_the_summary():
     assert all("the walks forming the outputs" in r["target"] for r in summary.rows[-fused:])
     final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped - later]]
     assert final == sorted(final) and sum(final) == 11
-    assert kr.GLA_BF16X6_RUN in summary.caption
+    assert kst.GLA_BF16X6_RUN in summary.caption
 
 
 def test_the_shipped_delta_forward_against_both_floors():
     """Each row's ratios are its time over the run's own floors, the clone about twice the
     copy once."""
-    floors = kr.delta_forwards()
-    run = results.load_result(kr.DELTA_FORWARDS_RUN)
+    floors = kd.delta_forwards()
+    run = results.load_result(kd.DELTA_FORWARDS_RUN)
     assert len(floors.rows) == sum(len(e["results"]) for e in run["peers"].values())
     for r in floors.rows:
         assert r["over_copy"] == pytest.approx(r["fwd_ms"] / r["copy_ms"])
@@ -284,10 +289,10 @@ def test_the_shipped_delta_forward_against_both_floors():
 
 
 def test_the_shipped_rows_read_both_rules_beside_their_peers_on_the_h100():
-    """kr.standing over the H100 runs: every case a run timed beside its peer and no other
+    """kst.standing over the H100 runs: every case a run timed beside its peer and no other
     (the delta rule's B4 run skipped B1, the gla run stopped before B1 fp32); the ratios are
     the ones gated_delta.py wrote; the summary's last seven rows take their worst cases."""
-    shipped = kr.standing(kr.STANDING_H100, clone=True)
+    shipped = kst.standing(kst.STANDING_H100, clone=True)
     assert [(r["rule"], r["shape"], r["dtype"]) for r in shipped.rows] == [
         ("gla", "B4 T4096 H40", "bfloat16"), ("gla", "B4 T4096 H40", "float32"),
         ("gla", "B1 T16384 H40", "bfloat16"),
@@ -295,7 +300,7 @@ def test_the_shipped_rows_read_both_rules_beside_their_peers_on_the_h100():
           for d in ("bfloat16", "float32"))]
     assert {r["gpu"] for r in shipped.rows} == {"NVIDIA H100 80GB HBM3"}
     written = {}
-    for run in kr.STANDING_H100["delta"][0]:
+    for run in kst.STANDING_H100["delta"][0]:
         assert run in shipped.caption
         for e in results.load_result(run)["peers"].values():
             if "targets" in e:
@@ -323,9 +328,9 @@ def test_the_shipped_rows_read_both_rules_beside_their_peers_on_the_h100():
 
 
 def test_the_inverse_level0_ab_reads_medians_of_the_alternations():
-    level0 = kr.inverse_level0()
-    run = results.load_result(kr.INVERSE_LEVEL0_RUN)["rows"]
-    assert len(level0.rows) == len(run) == 4 and kr.INVERSE_LEVEL0_RUN in level0.caption
+    level0 = kd.inverse_level0()
+    run = results.load_result(kd.INVERSE_LEVEL0_RUN)["rows"]
+    assert len(level0.rows) == len(run) == 4 and kd.INVERSE_LEVEL0_RUN in level0.caption
     for r, (key, raw) in zip(level0.rows, run.items(), strict=True):
         assert key == f"{r['shape'].replace(' ', '_')}_{r['dtype']}"
         assert r["ratio"] == pytest.approx(statistics.median(raw["after"])
@@ -334,9 +339,9 @@ def test_the_inverse_level0_ab_reads_medians_of_the_alternations():
 
 
 def test_forward_change_ratios_set_each_change_against_the_default():
-    ratios = kr.forward_change_ratios(kr.DELTA_STRETCH_RUNS, "bfloat16")
+    ratios = kd.forward_change_ratios(kd.DELTA_STRETCH_RUNS, "bfloat16")
     assert set(ratios) == {"B4_T4096_H40", "B1_T16384_H40"}
-    rows = results.load_result(kr.DELTA_STRETCH_RUNS[0])["delta_forward_changes"]["changes"]
+    rows = results.load_result(kd.DELTA_STRETCH_RUNS[0])["delta_forward_changes"]["changes"]
     base = [r["forward"]["bfloat16"]["fwd_ms"] for r in rows if r["change"] == {}]
     inverse = [r["forward"]["bfloat16"]["fwd_ms"] for r in rows
                if r["change"] == {"redo": "inverse"}]
@@ -348,9 +353,9 @@ def test_the_fp32_products_table_reads_both_calls():
     """A row per (directions, rule, shape, way) of the two calls; the three-TF32 row of each
     run and shape is the reference of the others' differences, and only one TF32 product is
     far from it."""
-    ways = kr.fp32_products_table()
-    assert {r["directions"] for r in ways.rows} == set(kr.FP32_PRODUCTS_RUNS)
-    for name in kr.FP32_PRODUCTS_RUNS.values():
+    ways = kst.fp32_products_table()
+    assert {r["directions"] for r in ways.rows} == set(kst.FP32_PRODUCTS_RUNS)
+    for name in kst.FP32_PRODUCTS_RUNS.values():
         assert name in ways.caption
     keys = [(r["directions"], r["rule"], r["shape"], r["way"]) for r in ways.rows]
     assert len(keys) == len(set(keys)) == 22
@@ -360,7 +365,7 @@ def test_the_fp32_products_table_reads_both_calls():
         elif r["way"] == "tf32":
             assert r["difference"] > 1e-4
         else:
-            assert r["difference"] < kr.ERROR_FLOOR
+            assert r["difference"] < kst.ERROR_FLOOR
     both = {(r["shape"], r["way"]): r["fwdbwd_ms"] for r in ways.rows if r["directions"] == "both"}
     for shape in ("B4_T4096_H40", "B1_T16384_H40"):
         assert both[(shape, "bf16x6")] < both[(shape, "tf32x3")]  # why the backward changed
@@ -370,16 +375,16 @@ def test_the_host_tables_read_their_cpu_runs():
     """The package's own host time per forward: a row per (rule, dtype, call) present in
     both runs, their trees in the caption, the hardware read from record.header's nested
     layout; the launch harness's run with both paths and its verdict."""
-    own = kr.host_own_table()
+    own = kh.host_own_table()
     keys = {(r["rule"], r["dtype"], r["call"]) for r in own.rows}
     assert len(keys) == len(own.rows) == 8
     assert all(r["before_us"] > 0 and r["after_us"] > 0 for r in own.rows)
-    for name in kr.HOST_OWN_RUNS.values():
+    for name in kh.HOST_OWN_RUNS.values():
         assert name in own.caption
     assert "2 cores" in own.caption and "Triton 3.9.0" in own.caption
-    runs = kr.host_launch()
+    runs = kh.host_launch()
     assert [r["triton"] for r in runs] == ["3.9.0", "3.6.0"]  # this machine's, the H200's
-    for run, name in zip(runs, kr.HOST_LAUNCH_RUNS, strict=True):
+    for run, name in zip(runs, kh.HOST_LAUNCH_RUNS, strict=True):
         assert run["same_launcher_arguments"] is True
         assert run["jit_us_per_launch"] > 0 and run["direct_us_per_launch"] > 0
         assert name in run["caption"]
@@ -397,17 +402,17 @@ def test_the_host_forward_table_reads_the_start_and_both_versions():
     """A row per (rule, dtype) of the session's start, and each Triton version's columns
     through Triton and directly; directly is the faster in every row (what the harness
     measured, read back)."""
-    table = kr.host_forward_table()
+    table = kh.host_forward_table()
     assert {(r["rule"], r["dtype"]) for r in table.rows} == {
         (rule, dtype) for rule in ("gla", "delta") for dtype in ("bfloat16", "float32")}
     for r in table.rows:
         for version in ("3.9.0", "3.6.0"):
             assert r[version]["direct_us"] < r[version]["triton_us"] < r["before_us"]
-    assert kr.HOST_FORWARD_BEFORE in table.caption
+    assert kh.HOST_FORWARD_BEFORE in table.caption
 
 
 def test_benchmark_gates_follow_the_benchmarks_recipes():
-    """The three recipes of kr.benchmark_gates give the shares of one product that the
+    """The three recipes of ko.benchmark_gates give the shares of one product that the
     benchmarks' own inputs give (their draws differ; at a small shape the shares agree
     within a few chunks), under either test; every forward's share is a share; the model's
     rates fit by the spread everywhere and by the fastest rate seldom."""
@@ -422,9 +427,9 @@ def test_benchmark_gates_follow_the_benchmarks_recipes():
               "gated_delta.py": (delta[3], -torch.exp(delta[4])),
               "spread": (spread[3], -torch.exp(spread[4]))}
     shares = {}
-    for rule in kr.SHARE_RULES:
-        ours = kr.one_product_shares(kr.benchmark_gates(B, T, H, S), rule=rule)
-        theirs = kr.one_product_shares(inputs, rule=rule)
+    for rule in ko.SHARE_RULES:
+        ours = ko.one_product_shares(ko.benchmark_gates(B, T, H, S), rule=rule)
+        theirs = ko.one_product_shares(inputs, rule=rule)
         assert [(r["inputs"], r["forward"]) for r in ours] == [
             (r["inputs"], r["forward"]) for r in theirs]
         for a, b in zip(ours, theirs, strict=True):
@@ -435,18 +440,18 @@ def test_benchmark_gates_follow_the_benchmarks_recipes():
     assert all(v == 1 for (i, _), v in shares["fastest"].items() if i == "gated_delta.py")
     assert all(v < 0.2 for (i, _), v in shares["fastest"].items() if i != "gated_delta.py")
     with pytest.raises(ValueError, match="rule"):
-        kr.one_product_shares(inputs, rule="largest")
+        ko.one_product_shares(inputs, rule="largest")
 
 
 def test_the_shared_rate_ab_reads_medians_and_agreement():
-    ab = kr.shared_rate_ab()
-    run = results.load_result(kr.SHARED_RATE_AB_RUN)["rows"]
-    assert len(ab.rows) == len(run) == 16 and kr.SHARED_RATE_AB_RUN in ab.caption
+    ab = ko.shared_rate_ab()
+    run = results.load_result(ko.SHARED_RATE_AB_RUN)["rows"]
+    assert len(ab.rows) == len(run) == 16 and ko.SHARED_RATE_AB_RUN in ab.caption
     for r, (key, raw) in zip(ab.rows, run.items(), strict=True):
         assert key == "_".join([r["rule"], r["rates"], r["shape"].replace(" ", "_"), r["dtype"]])
         assert r["ratio"] == pytest.approx(statistics.median(raw["after"])
                                            / statistics.median(raw["before"]))
-        assert r["agree"] == (raw["rel_diff_o"] < kr.SHARED_RATE_AGREE[r["dtype"]])
+        assert r["agree"] == (raw["rel_diff_o"] < ko.SHARED_RATE_AGREE[r["dtype"]])
     assert {(r["rule"], r["rates"]) for r in ab.rows} == {
         (rule, rates) for rule in ("gla", "delta") for rates in ("model", "weak")}
 
@@ -455,9 +460,9 @@ def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
     """The delta rule on the model's rates reads what gated_delta.py wrote; the gla kernel
     alone reads its backend in each gdn.py run; six rows of the summary, before the four of
     the walks over groups, are theirs."""
-    model = kr.standing(kr.STANDING_MODEL_RATES, clone=True)
+    model = kst.standing(kst.STANDING_MODEL_RATES, clone=True)
     assert [r["rule"] for r in model.rows] == ["delta"] * 4
-    for run in kr.STANDING_MODEL_RATES["delta"][0]:
+    for run in kst.STANDING_MODEL_RATES["delta"][0]:
         report = results.load_result(run)
         assert report["settings"]["rates"] == "model" and run in model.caption
         for e in report["peers"].values():
@@ -467,9 +472,9 @@ def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
             w = e["targets"]["chunk_triton"]
             assert row["fwdbwd_ratio"] == pytest.approx(w["fwdbwd_over_kda"])
             assert row["fwd_vs_clone"] == pytest.approx(w["fwd_over_clone_floor"])
-    gla = kr.gla_model_rates()
+    gla = ko.gla_model_rates()
     assert [r["products"] for r in gla.rows] == ["TF32", "bf16"]
-    for r, (name, ours) in zip(gla.rows, kr.GLA_MODEL_RUNS.items(), strict=True):
+    for r, (name, ours) in zip(gla.rows, ko.GLA_MODEL_RUNS.items(), strict=True):
         report = results.load_result(name)
         assert "--rates model" in report["environment"]["command"]
         e = next(iter(report["shapes"].values()))
@@ -483,8 +488,8 @@ def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
 
 
 def test_the_group_settings_rows_read_each_run_against_its_first():
-    table = kr.group_settings()
-    for name in kr.GROUP_SETTINGS_RUNS:
+    table = kd.group_settings()
+    for name in kd.GROUP_SETTINGS_RUNS:
         report = results.load_result(name)
         assert name in table.caption
         changes = report["delta_forward_changes"]["changes"]
@@ -495,10 +500,10 @@ def test_the_group_settings_rows_read_each_run_against_its_first():
             row = next(r for r in mine if r["change"] == entry["change"]
                        and r["fwd_ms"] == entry["forward"]["float32"]["fwd_ms"])
             assert row["vs_first"] == pytest.approx(row["fwd_ms"] / first)
-    assert kr.group_setting_label({}) == "in use when run"
-    assert kr.group_setting_label({"state_fwd": {"split": 32, "num_warps": 1}}) == (
+    assert kd.group_setting_label({}) == "in use when run"
+    assert kd.group_setting_label({"state_fwd": {"split": 32, "num_warps": 1}}) == (
         "walk: 32 columns, 1 warp")
-    assert kr.group_setting_label({"group": {"chunks": 32, "split": 64, "state_fwd": {
+    assert kd.group_setting_label({"group": {"chunks": 32, "split": 64, "state_fwd": {
         "split": 32, "num_warps": 4}}}) == ("groups of 32 chunks; group kernels 64 columns; "
                                             "walks over groups 32 columns, 4 warps")
 
@@ -506,8 +511,8 @@ def test_the_group_settings_rows_read_each_run_against_its_first():
 def test_the_walks_over_groups_close_the_summary():
     """The last four rows: the delta rule on the model's rates with the group settings the
     library ships, read from the run gated_delta.py wrote."""
-    grouped = kr.standing(kr.STANDING_GROUPS, clone=True)
-    report = results.load_result(kr.STANDING_GROUPS["delta"][0][0])
+    grouped = kst.standing(kst.STANDING_GROUPS, clone=True)
+    report = results.load_result(kst.STANDING_GROUPS["delta"][0][0])
     assert report["settings"]["rates"] == "model"
     assert {(r["shape"], r["dtype"]) for r in grouped.rows} == {
         (s, d) for s in ("B4 T4096 H40", "B1 T16384 H40") for d in ("bfloat16", "float32")}
@@ -524,24 +529,24 @@ def test_the_walks_forming_the_outputs_close_the_summary():
     (--configs)."""
     rows = kr.targets_summary().rows
     for runs, words, last in (
-            (kr.STANDING_WALK_OUTPUTS, "the walks forming the outputs, on an NVIDIA H100",
+            (kst.STANDING_WALK_OUTPUTS, "the walks forming the outputs, on an NVIDIA H100",
              rows[-12:-8]),
-            (kr.STANDING_WALK_OUTPUTS_H200, "the walks forming the outputs, on an NVIDIA H200",
+            (kst.STANDING_WALK_OUTPUTS_H200, "the walks forming the outputs, on an NVIDIA H200",
              rows[-8:-4]),
-            (kr.STANDING_WALK_WARPS, "the walks forming the outputs at 2 warps, on an "
+            (kst.STANDING_WALK_WARPS, "the walks forming the outputs at 2 warps, on an "
                                      "NVIDIA H200", rows[-4:])):
-        fused = kr.standing(runs, clone=True)
+        fused = kst.standing(runs, clone=True)
         report = results.load_result(runs["delta"][0][0])
         assert report["settings"]["rates"] == "model"
         assert report["delta_configs"]["group"]["outputs"] is True
         assert all(words in r["target"] for r in last)
         assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in fused.rows)
-    warps = results.load_result(kr.STANDING_WALK_WARPS["delta"][0][0])
+    warps = results.load_result(kst.STANDING_WALK_WARPS["delta"][0][0])
     assert warps["delta_configs"]["group"]["state_fwd"]["num_warps"] == 2
     assert "--configs" in warps["environment"]["command"]
-    ab = kr.walk_outputs_ab()
-    assert len(ab.rows) == len(kr.WALK_OUTPUT_CALLS)
-    for row, (new, old) in zip(ab.rows, kr.WALK_OUTPUT_CALLS, strict=True):
+    ab = kd.walk_outputs_ab()
+    assert len(ab.rows) == len(kd.WALK_OUTPUT_CALLS)
+    for row, (new, old) in zip(ab.rows, kd.WALK_OUTPUT_CALLS, strict=True):
         old_report = results.load_result(old)
         assert results.load_result(new)["delta_configs"]["group"]["outputs"] is True
         assert old_report["delta_configs"]["group"]["outputs"] is False
@@ -559,35 +564,35 @@ def test_the_group_settings_name_only_what_differs_from_the_settings_in_use():
               "walk_products": "ieee"}
     change = {"group": {"chunks": 32, "below": 128, "outputs": True,
                         "state_fwd": {"split": 16, "num_warps": 4}}}
-    assert kr._changed(change, in_use) == {"group": {"state_fwd": {"split": 16}}}
-    assert kr._changed({"walk_products": "ieee"}, in_use) == {}
-    assert kr._changed({"walk_products": "same"}, in_use) == {"walk_products": "same"}
-    assert kr.group_setting_label(kr._changed(change, in_use)) == "walks over groups 16 columns"
-    assert kr.group_setting_label({"group": {"outputs": True, "products": "walk"}}) == (
+    assert kd._changed(change, in_use) == {"group": {"state_fwd": {"split": 16}}}
+    assert kd._changed({"walk_products": "ieee"}, in_use) == {}
+    assert kd._changed({"walk_products": "same"}, in_use) == {"walk_products": "same"}
+    assert kd.group_setting_label(kd._changed(change, in_use)) == "walks over groups 16 columns"
+    assert kd.group_setting_label({"group": {"outputs": True, "products": "walk"}}) == (
         "group kernels in the walks' products; the walks form the outputs")
-    assert kr.group_setting_label({"walk_products": "same"}) == (
+    assert kd.group_setting_label({"walk_products": "same"}) == (
         "walks in the forward's products")
-    table = kr.group_settings(kr.WALK_OUTPUT_RUNS)
+    table = kd.group_settings(kd.WALK_OUTPUT_RUNS)
     assert [r["output_us"] is None for r in table.rows[:2]] == [False, True]
 
 
 def test_pytest_tally_reads_passes_and_failures(monkeypatch, tmp_path):
-    monkeypatch.setattr(kr, "BENCHMARKS_DIR", tmp_path)
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     (tmp_path / "clean.log").write_text("....\n4 passed in 1.0s\n....\n3 passed in 2.0s\n")
     (tmp_path / "summary.log").write_text("..F.\n1 failed, 3 passed in 1.0s\n")
     (tmp_path / "progress.log").write_text("..E\n")
-    assert kr.pytest_tally("clean.log") == (7, False)
-    assert kr.pytest_tally("summary.log") == (3, True)
-    assert kr.pytest_tally("progress.log") == (0, True)
+    assert results.pytest_tally("clean.log") == (7, False)
+    assert results.pytest_tally("summary.log") == (3, True)
+    assert results.pytest_tally("progress.log") == (0, True)
 
 
 def test_the_shares_cut_a_sequence_as_the_library_does_on_a_gpu():
     """The runs' chunking that ``one_product_shares`` uses is still the library's on a GPU:
     the gla kernel's chunk and block, the delta rule's chunk and stretch."""
     gla, delta = "hymo_mini.ops.gla.chunk_triton", "hymo_mini.ops.gated_delta.chunk_triton"
-    run = results.load_result(kr.SHARE_DELTA_RUN)
-    assert (kr.on_gpu(gla, "CHUNK"), kr.on_gpu(gla, "BLOCK")) == (kr.SHARE_GLA_CHUNK,
-                                                                  kr.SHARE_GLA_BLOCK)
+    run = results.load_result(ko.SHARE_DELTA_RUN)
+    assert (kr.on_gpu(gla, "CHUNK"), kr.on_gpu(gla, "BLOCK")) == (ko.SHARE_GLA_CHUNK,
+                                                                  ko.SHARE_GLA_BLOCK)
     assert kr.on_gpu(delta, "CHUNK") == run["configs"]["chunk"]
     assert kr.on_gpu(delta, "STRETCH") == run["configs_16bit"]["chain"]["chunks"]
 

@@ -1,4 +1,4 @@
-"""hymo_book.kernel_results, .kernel_plots and .kernel_targets (book chapter 21, the report):
+"""hymo_book.kernels.gdn_runs, .kernel_plots and .kernel_targets (book chapter 21, the report):
 runs read into tables and figures that name their run, on synthetic reports; the chunk
 kernel's predicted traffic and peak memory against the committed H200 measurements; its
 targets; the sweep; the run that timed the kernel without the dispatcher's checks."""
@@ -7,10 +7,10 @@ import json
 
 import pytest
 from figure_checks import assert_integer_ticks, assert_series_distinct
-from hymo_book import kernel_plots as kp
-from hymo_book import kernel_results as kr
-from hymo_book import kernel_targets as kt
 from hymo_book import results
+from hymo_book.kernels import gdn_runs as kr
+from hymo_book.kernels import targets as kt
+from hymo_book.plots import kernel_benchmarks as kp
 from hymo_book.style import backend_style
 from matplotlib.figure import Figure
 

@@ -1,8 +1,8 @@
-"""hymo_book.kernel_settings (book chapter 21): the settings tried with the pairs "auto",
+"""hymo_book.kernels.settings (book chapter 21): the settings tried with the pairs "auto",
 read back as the runs wrote them, named in words, and the rule that keeps one."""
 
 import pytest
-from hymo_book import kernel_settings as ks
+from hymo_book.kernels import settings as ks
 from hymo_book.results import CaptionedTable, load_result
 
 
@@ -166,7 +166,7 @@ def test_delta_bf16x6_backward_is_kept():
     grade, so the GPU kept "bf16x6" for the backward (and multiplies so in both directions
     since)."""
     import torch
-    from hymo_book.kernel_primer import products_on
+    from hymo_book.kernels.primer import products_on
 
     table = ks.settings_table(ks.DELTA_FP32_RUNS, {"float32": "fp32"})
     assert all(products_on(torch.float32, forward, interpreter=False) == "bf16x6"

@@ -1,11 +1,11 @@
-"""hymo_book.kernel_source (book chapter 10): listings show the package's own lines with the
+"""hymo_book.kernels.source (book chapter 10): listings show the package's own lines with the
 file's line numbers, notes land under the one line they name, and a note or a cut that names
 no line (or several) is an error rather than a silent drift."""
 
 import inspect
 
 import pytest
-from hymo_book.kernel_source import listing
+from hymo_book.kernels.source import listing
 
 from hymo_mini.ops.gla import recurrent_triton
 from hymo_mini.ops.utils import tiles

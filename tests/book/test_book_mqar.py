@@ -1,4 +1,4 @@
-"""hymo_book.recall and hymo_book.mqar_plots (chapter 19): the no-training recall demos,
+"""hymo_book.recall and hymo_book.plots.mqar (chapter 19): the no-training recall demos,
 and the figures and tables of an MQAR sweep, on synthetic sweeps."""
 
 import itertools
@@ -6,8 +6,9 @@ import json
 
 import pytest
 from figure_checks import assert_integer_ticks, assert_series_distinct
-from hymo_book import mqar_plots, results
+from hymo_book import results
 from hymo_book.mqar import VARIANTS
+from hymo_book.plots import mqar as mqar_plots
 from hymo_book.recall import context_guess_accuracy, state_recall
 from hymo_book.style import MQAR_VARIANTS
 from matplotlib.figure import Figure

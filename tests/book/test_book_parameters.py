@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 from figure_checks import assert_series_distinct  # noqa: E402
 from hymo_book import parameters as pm  # noqa: E402
-from hymo_book.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt  # noqa: E402
+from hymo_book.site.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt  # noqa: E402
 
 from hymo_mini.config import load_config, replace  # noqa: E402
 

@@ -6,7 +6,9 @@ import json
 
 import pytest
 from figure_checks import assert_series_distinct
-from hymo_book import figures, optim_plots, results, style, training
+from hymo_book import results, style, training
+from hymo_book.plots import figures
+from hymo_book.plots import optimizers as optim_plots
 from matplotlib.figure import Figure
 
 from hymo_mini.optim import optimizer_groups
@@ -178,7 +180,9 @@ def test_registry_command_writes_the_figures_asked_for(tmp_path, capsys):
 
 # ---- legibility: every figure the book's helpers draw keeps its text at 8 pt or more -----
 def _chapter_only_figures():
-    from hymo_book import chunk_levels, kernel_chapter, kernel_plots
+    from hymo_book.kernels import arithmetic as kernel_chapter
+    from hymo_book.kernels import chunk_levels
+    from hymo_book.plots import kernel_benchmarks as kernel_plots
 
     from hymo_mini.config import load_config
     from hymo_mini.model import build_hymo
@@ -195,7 +199,7 @@ def _chapter_only_figures():
                                   *sorted(_chapter_only_figures())])
 def test_book_figure_text_is_at_least_the_floor(name):
     import matplotlib.pyplot as plt
-    from hymo_book.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt
+    from hymo_book.site.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt
 
     fig = {**figures.collect_figures(), **_chapter_only_figures()}[name]()
     try:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 from figure_checks import assert_integer_ticks, assert_series_distinct
-from hymo_book.figures import collect_figures
+from hymo_book.plots.figures import collect_figures
 
 COUNTING = re.compile(r"\b(layer|step|head|position|index|iteration|pairs|expert|depth)s?\b",
                       re.I)

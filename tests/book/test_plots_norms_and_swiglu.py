@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 from figure_checks import assert_series_distinct
-from hymo_book.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt
 from hymo_book.plots import norms_and_swiglu
+from hymo_book.site.legibility import FIGURE_MIN_FONT_PT, smallest_text_pt
 
 
 def test_the_formula_is_what_nn_rmsnorm_does():

@@ -230,8 +230,8 @@ def hybrid_share(T: int) -> float:
 
 def loop_launches_per_step() -> int:
     """Kernels the naive loop launches per time step, counted by PyTorch's dispatcher on the
-    loop itself (:func:`hymo_book.kernel_chapter.launches_per_step`, which the kernel
+    loop itself (:func:`hymo_book.kernels.arithmetic.launches_per_step`, which the kernel
     report shows): the one number of launches per step the book uses."""
-    from hymo_book.kernel_chapter import launches_per_step
+    from hymo_book.kernels.arithmetic import launches_per_step
 
     return sum(launches_per_step().values())

@@ -1,7 +1,7 @@
 """Quantities the claims read from the committed GPU runs in ``book/results/``.
 
 Read only through :func:`hymo_book.results.load_result`, from the same files and in the
-same way as README.md's measured section (:mod:`hymo_book.readme`) and the kernel report,
+same way as README.md's measured section (:mod:`hymo_book.site.readme`) and the kernel report,
 so that a verdict here and a number there are one value. Nothing here measures.
 """
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from hymo_book.exercises import Case, Exercise, compare_tensors
-from hymo_book.kernel_primer import bf16_pieces, floors, launch_schedule, tf32_round
+from hymo_book.kernels.primer import bf16_pieces, floors, launch_schedule, tf32_round
 
 
 # ---- the floor of an operation ---------------------------------------------------------

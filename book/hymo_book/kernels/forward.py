@@ -1,0 +1,296 @@
+"""Chapter 21's tables of the chunked kernels' forwards against the copy of their bytes.
+The gla kernel's, from the runs that chose its one-launch forward then (a forward the
+library has since deleted: the gla forward is three launches again): the three-launch
+forward under launch settings, the two forwards over chunks of 64 and 128 steps at both
+shapes, the chosen setting alone, and the dispatcher without and with its value check. The
+delta rule kernel's, from the runs that chose its one-launch forward for 16-bit inputs
+(``hymo_mini.ops.gated_delta.chunk_chain``, still the forward of the dtypes of
+``chunk_triton.ONE_LAUNCH``): the forward in passes against one launch over stretches of
+chunks, at both shapes. And what the compiler for the GPU emitted for the forwards' loops of
+those trees, by the levels or by one product (``benchmarks/sass_count.py``, a script since
+deleted: a static count, no time).
+Read from ``book/results``; nothing here measures time. Checked by
+``tests/book/test_book_kernel_forward.py``.
+"""
+
+from __future__ import annotations
+
+from hymo_book.results import CaptionedTable, load_result, run_caption
+
+from hymo_mini.analysis.tables import TextTable
+
+__all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS",
+           "DTYPES", "DELTA_DTYPES", "setting_label", "settings_table", "chain_table",
+           "latest_forward", "dispatch_table", "delta_setting_label", "delta_chain_table",
+           "delta_latest_forward", "SASS_RUN", "sass_table", "PAIRS_RUNS", "pairs_table"]
+
+# the three-launch forward (tree 8b30f04) under launch settings, B4 T4096 H40
+SETTINGS_RUN = "gla_forward_settings_h200_2026-12-02.json"
+# three launches against one over chunks of 64 and 128 steps, two shapes (tree b0ec484)
+CHAIN_RUN = "gla_chain_h200_2026-12-02.json"
+# the chosen setting (one launch, chunks of 128; tree bf72893), two shapes
+LATEST_RUN = "gla_forward_h200_2026-12-02c.json"
+# the dispatcher with and without its check, and the Function alone, on the same tree
+DISPATCH_RUN = "chunk_dispatch_h200_2026-12-02.json"
+# the runs' dtype keys: fp32 inputs with fp32-grade products (the default) or with TF32
+# products (PyTorch's allow_tf32), and bf16
+DTYPES = {"float32": "fp32", "float32_tf32": "fp32, TF32", "bfloat16": "bf16"}
+# the delta kernel's forward in passes against one launch (tree d1ab4ab), one run a shape
+DELTA_CHAIN_RUNS = ("delta_forward_chain_b4t4096_h200_2026-12-02.json",
+                    "delta_forward_chain_b1t16384_h200_2026-12-02.json")
+# the dtypes those runs timed: fp32 with its default fp32-grade products, and bf16
+DELTA_DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
+# the pairs by the levels against "auto" in two launches (one product where a chunk fits),
+# the forward alone, per rule and shape: one run a rule and shape, one tree
+PAIRS_RUNS = {"gla": ("gla_pairs_b4t4096_h200_2026-12-03b.json",
+                      "gla_pairs_b1t16384_h200_2026-12-03b.json"),
+              "delta": ("delta_pairs_b4t4096_h200_2026-12-03b.json",
+                        "delta_pairs_b1t16384_h200_2026-12-03b.json")}
+# the forwards' kernels compiled for sm90 by the GPU's Triton (3.6) on a CPU machine, each
+# with the pairs by the levels and by the one product alone (the two launches of "auto")
+SASS_RUN = "sass_sm90_triton36_2026-12-03b.json"
+# how close auto's output and gradients must be to the levels' (relative RMS), per dtype key:
+# fp32-grade products, and TF32 products (fp32 with TF32, bf16)
+PAIRS_TOLERANCE = {"float32": 1e-5, "float32_tf32": 5e-3, "bfloat16": 5e-3}
+# the loops the table reports: (case prefix, which loop of the kernel, or None for a kernel
+# without one, what it is)
+SASS_LOOPS = (("gla_chain", -1, "gla: a 16-step block of the output walk"),
+              ("delta_chain", 0, "delta, one launch: a chunk's WY form and map"),
+              ("delta_chain", -1, "delta, one launch: a chunk's outputs"),
+              ("delta_wy_fwd", None, "delta, passes: a chunk's WY form (a program)"),
+              ("delta_output", None, "delta, passes: a chunk's outputs (a program)"))
+
+
+def setting_label(change: dict) -> str:
+    """A change of the kernel's CONFIGS in words ({} is the setting of the run's tree)."""
+    if not change:
+        return "as it was (three launches, chunks of 64)"
+    words = []
+    if change.get("forward") == "chain":
+        words.append("one launch")
+    if "chunk" in change:
+        words.append(f"chunks of {change['chunk']}")
+    fwd = change.get("output_fwd", {})
+    if "maxnreg" in fwd:
+        words.append(f"at most {fwd['maxnreg']} registers")
+    if fwd.get("unroll"):
+        words.append("the walk unrolled")
+    return ", ".join(words)
+
+
+def _row(label: str, r: dict) -> tuple:
+    """One setting's cells: per dtype the forward (ms, and its ratio to the copy)."""
+    cells = [label]
+    for key in DTYPES:
+        cells.append(f"{r[key]['fwd_ms']:.3f} ({r[key]['fwd_ms'] / r[key]['copy_ms']:.2f}x)")
+    return tuple(cells)
+
+
+def _header() -> tuple:
+    return ("setting", *(f"{name}: fwd ms (/copy)" for name in DTYPES.values()))
+
+
+def settings_table(run: str = SETTINGS_RUN) -> CaptionedTable:
+    """The three-launch forward alone at each launch setting of the run, every dtype."""
+    report = load_result(run, need=("gla_forward_changes",))
+    rows, values = [], []
+    for entry in report["gla_forward_changes"]["changes"]:
+        label = setting_label(entry["change"])
+        rows.append(_row(label, entry["forward"]))
+        values.append({"setting": label, "change": entry["change"], **entry["forward"]})
+    table = TextTable(_header(), rows, align="lrrr",
+                      title=f"the forward alone, {report['shape'].replace('_', ' ')}")
+    return CaptionedTable(table, run_caption(report), values)
+
+
+def chain_table(run: str = CHAIN_RUN) -> CaptionedTable:
+    """Three launches against one, over chunks of 64 and 128 steps, at each shape: the
+    forward against the copy of its bytes and the forward + backward, every dtype."""
+    report = load_result(run, need=("shapes",))
+    rows, values = [], []
+    for shape, result in report["shapes"].items():
+        for entry in result["changes"]:
+            if "output_fwd" in entry["change"]:
+                continue  # the register caps: in the values, not the table
+            f = entry["forward"]
+            label = setting_label(entry["change"])
+            rows.append((shape.replace("_", " "), label,
+                         *(f"{f[k]['fwd_ms']:.3f} ({f[k]['fwd_ms'] / f[k]['copy_ms']:.2f}x)"
+                           for k in DTYPES),
+                         *(f"{f[k]['fwdbwd_ms']:.3f}" for k in DTYPES)))
+        for entry in result["changes"]:
+            values.append({"shape": shape, "setting": setting_label(entry["change"]),
+                           "change": entry["change"], **entry["forward"]})
+    header = ("shape", "setting", *(f"{n}: fwd ms (/copy)" for n in DTYPES.values()),
+              *(f"{n}: fwd+bwd ms" for n in DTYPES.values()))
+    table = TextTable(header, rows, align="llrrrrrr",
+                      title="the forward alone, and with the backward")
+    return CaptionedTable(table, run_caption(report), values)
+
+
+def latest_forward(run: str = LATEST_RUN) -> dict:
+    """{(shape, dtype key): {fwd_ms, copy_ms, ratio, fwdbwd_ms}} for the chosen setting."""
+    report = load_result(run, need=("gla_forward_shapes",))
+    return {(shape, key): {**r, "ratio": r["fwd_ms"] / r["copy_ms"]}
+            for shape, by_dtype in report["gla_forward_shapes"].items()
+            for key, r in by_dtype.items()}
+
+
+def dispatch_table(run: str = DISPATCH_RUN) -> CaptionedTable:
+    """The forward through the dispatcher with its check (a host sync a call), without it
+    (as the GDN mixer calls it) and the Function alone, and the forward without the check
+    against the copy of its bytes (the run's copy rate)."""
+    report = load_result(run, need=("shapes",))
+    gbps = report["environment"]["copy_GBps"]
+    rows, values = [], []
+    for entry in report["shapes"].values():
+        found = entry["results"]
+        checked, quiet, alone = (found[n]["fwd_ms"] for n in
+                                 ("chunk_triton", "chunk_triton_unchecked", "chunk_triton_kernel"))
+        copy_ms = entry["bytes_min_fwd"] / gbps / 1e6
+        shape = f"B{entry['B']} T{entry['T']} H{entry['H']}"
+        rows.append((shape, entry["dtype"], f"{checked:.3f}", f"{quiet:.3f}", f"{alone:.3f}",
+                     f"{round(quiet - alone, 3) + 0.0:+.3f}", f"{quiet / copy_ms:.2f}x"))
+        values.append({"shape": shape, "dtype": entry["dtype"], "checked_ms": checked,
+                       "unchecked_ms": quiet, "alone_ms": alone, "copy_ms": copy_ms,
+                       "unchecked_vs_copy": quiet / copy_ms})
+    table = TextTable(("shape", "dtype", "checked", "no check", "Function", "no check - F",
+                       "no check / copy"), rows, align="llrrrrr",
+                      title="forward ms; fp32 with its default fp32-grade products")
+    return CaptionedTable(table, run_caption(report), values)
+
+
+def delta_setting_label(change: dict) -> str:
+    """A change of the delta kernel's CONFIGS in words ({} is the setting of the run's
+    tree: the forward in passes)."""
+    if change.get("forward") != "chain":
+        return "in passes (as it was)"
+    return f"one launch, stretches of {change['chain']['chunks']} chunks"
+
+
+def delta_chain_table(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> CaptionedTable:
+    """The delta kernel's forward alone at each setting and shape of the runs: the forward
+    against the copy of its bytes and the forward + backward, bf16 and fp32, and how far
+    each output and gradient is from the first setting's (the forward in passes)."""
+    reports = [load_result(r, need=("delta_forward_changes",)) for r in runs]
+    rows, values = [], []
+    for report in reports:
+        shape = report["shape"]
+        for entry in report["delta_forward_changes"]["changes"]:
+            f, label = entry["forward"], delta_setting_label(entry["change"])
+            rows.append((shape.replace("_", " "), label,
+                         *(f"{f[k]['fwd_ms']:.3f} ({f[k]['fwd_ms'] / f[k]['copy_ms']:.2f}x)"
+                           for k in DELTA_DTYPES),
+                         *(f"{f[k]['fwdbwd_ms']:.3f}" for k in DELTA_DTYPES)))
+            values.append({"shape": shape, "setting": label, "change": entry["change"], **f})
+    header = ("shape", "setting", *(f"{n}: fwd ms (/copy)" for n in DELTA_DTYPES.values()),
+              *(f"{n}: fwd+bwd ms" for n in DELTA_DTYPES.values()))
+    table = TextTable(header, rows, align="llrrrr",
+                      title="the delta forward alone, and with the backward")
+    return CaptionedTable(table, "\n".join(run_caption(r) for r in reports), values)
+
+
+def delta_latest_forward(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> dict:
+    """{(shape, dtype key): {fwd_ms, copy_ms, ratio, fwdbwd_ms, setting}} at the forward the
+    library takes now for that dtype, read from the runs' rows: one launch over stretches of
+    ``chunk_triton.STRETCH`` chunks for the dtypes of ``chunk_triton.ONE_LAUNCH``, the
+    passes for the others. (The runs' tree is older than the library: this is that choice
+    as the runs timed it.) A choice no run timed is an error."""
+    import torch
+
+    from hymo_mini.ops.gated_delta import chunk_triton as gdt
+
+    out, rows = {}, delta_chain_table(runs).rows
+    for key in DELTA_DTYPES:
+        one_launch = getattr(torch, key) in gdt.ONE_LAUNCH
+        wanted = delta_setting_label({"forward": "chain", "chain": {"chunks": gdt.STRETCH}}
+                                     if one_launch else {})
+        for row in rows:
+            if row["setting"] == wanted:
+                r = row[key]
+                out[(row["shape"], key)] = {**r, "ratio": r["fwd_ms"] / r["copy_ms"],
+                                            "setting": wanted}
+        if not any(k == key for _, k in out):
+            raise ValueError(f"no run in {runs} timed the delta forward's current {key} "
+                             f"setting ({wanted}): time it, or name a run that did")
+    return out
+
+
+def sass_table(run: str = SASS_RUN) -> CaptionedTable:
+    """Per loop of the forwards (or per program of a kernel with none) and dtype: the
+    instructions of the kernel compiled with the pairs by the levels and with the one
+    product alone, and the registers and spill bytes of each. The delta rule's kernels as
+    the forward alone is timed, without autograd (nothing kept for a backward)."""
+    report = load_result(run, need=("cases",))
+    cases = report["cases"]
+    rows, values = [], []
+    for prefix, index, what in SASS_LOOPS:
+        for dtype in ("bf16", "fp32"):
+            found = {pairs: next((c for name, c in cases.items()
+                                  if name.startswith(f"{prefix}_{dtype}")
+                                  and c["pairs"] == pairs and c.get("keep") is not True), None)
+                     for pairs in ("levels", "product")}
+            if None in found.values():
+                continue
+            count = {pairs: c["instructions"] if index is None else c["loops"][index][
+                "instructions"] for pairs, c in found.items()}
+            row = {"loop": what, "dtype": dtype, "levels": count["levels"],
+                   "one_product": count["product"],
+                   "registers": tuple(found[k]["registers"] for k in ("levels", "product")),
+                   "stack_bytes": tuple(found[k]["stack_bytes"] for k in ("levels", "product"))}
+            values.append(row)
+            rows.append((what, dtype, f"{row['levels']:,}", f"{row['one_product']:,}",
+                         f"{row['one_product'] / row['levels']:.2f}",
+                         "{} / {}".format(*row["registers"]),
+                         "{} / {}".format(*row["stack_bytes"])))
+    table = TextTable(("loop", "dtype", "levels", "one product", "ratio",
+                       "registers (levels / product)", "spill bytes (levels / product)"), rows,
+                      align="llrrrrr",
+                      title="instructions per pass of the loop, compiled for sm90 (no kernel ran)")
+    return CaptionedTable(table, run_caption(report), values)
+
+
+def pairs_table(runs: dict = PAIRS_RUNS) -> CaptionedTable:
+    """The forward alone with the pairs by the levels and with "auto" (two launches: one
+    product in every chunk that fits, the levels for the rest), per rule, shape and dtype:
+    ms and the ratio to a copy of its bytes (moved once), and whether auto's output agrees
+    with the levels' (relative RMS, the largest of o's and the gradients', against
+    PAIRS_TOLERANCE). The delta rule in each dtype's setting of the run's tree (one launch
+    for bf16, passes for fp32). For the gla
+    rule also auto's launches' device time (the profiler's, summed): its two launches are two
+    kernels. The delta rule's are two launches of one kernel each, and the run's profile
+    keeps one median per kernel, which is not their sum, so it has none."""
+    rows, values, captions = [], [], []
+    for rule, names in runs.items():
+        for name in names:
+            report = load_result(name, need=(f"{rule}_forward_changes",))
+            captions.append(run_caption(report))
+            by = {entry["change"]["pairs"]: entry["forward"]
+                  for entry in report[f"{rule}_forward_changes"]["changes"]}
+            for key, words in DTYPES.items():
+                if key not in by["auto"]:
+                    continue
+                lv, au = by["levels"][key], by["auto"][key]
+                row = {"rule": rule, "shape": report["shape"], "dtype": key,
+                       "levels_ms": lv["fwd_ms"], "auto_ms": au["fwd_ms"],
+                       "copy_ms": au["copy_ms"], "levels_ratio": lv["fwd_ms"] / lv["copy_ms"],
+                       "auto_ratio": au["fwd_ms"] / au["copy_ms"],
+                       "o_rel": au["rel_vs_first"], "grads_rel": au["grads_rel_vs_first"],
+                       "levels_device_ms": lv["kernels_sum_ms"] if rule == "gla" else None,
+                       "auto_device_ms": au["kernels_sum_ms"] if rule == "gla" else None,
+                       "tol": PAIRS_TOLERANCE[key]}
+                row["agree"] = max(row["o_rel"], row["grads_rel"]) < row["tol"]
+                values.append(row)
+                rows.append((rule, report["shape"].replace("_", " "), words,
+                             f"{row['levels_ms']:.3f} ({row['levels_ratio']:.2f}x)",
+                             f"{row['auto_ms']:.3f} ({row['auto_ratio']:.2f}x)",
+                             f"{row['auto_ms'] / row['levels_ms']:.2f}",
+                             "–" if row["auto_device_ms"] is None
+                             else f"{row['levels_device_ms']:.3f} / {row['auto_device_ms']:.3f}",
+                             f"{'yes' if row['agree'] else 'no'} (< {row['tol']:g})"))
+    table = TextTable(("rule", "shape", "dtype", "levels: fwd ms (/copy)",
+                       "auto: fwd ms (/copy)", "auto / levels",
+                       "launches' device ms, levels / auto", "auto agrees with levels"),
+                      rows, align="lllrrrrr", title="the forward alone, pairs by the levels "
+                                                   "and by one product where a chunk fits")
+    return CaptionedTable(table, "\n".join(captions), values)
