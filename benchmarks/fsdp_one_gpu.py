@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     try:
         for seq in sorted(args.seq_lens, reverse=True):
             config = replace(base, model=replace(base.model, max_seq_len=max(
-                base.model.max_seq_len, seq + 1)), training=replace(
+                base.model.max_seq_len, seq)), training=replace(
                 base.training, batch_size=args.batch, seq_len=seq, dtype="bfloat16",
                 max_steps=args.warmup + args.steps))
             runs = []

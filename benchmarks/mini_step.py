@@ -42,7 +42,7 @@ def time_backend(backend: str, threads: int, batch: int, seq_len: int, warmup: i
     config = dataclasses.replace(load_config("hymo_mini").model, gdn_backend=backend)
     torch.manual_seed(0)
     model = HyMo(config).train()
-    tokens = torch.randint(0, config.vocab_size, (batch, seq_len),
+    tokens = torch.randint(0, config.vocab_size, (batch, seq_len + 1),  # seq_len read
                            generator=torch.Generator().manual_seed(0))
 
     def step() -> float:

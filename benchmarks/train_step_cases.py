@@ -103,7 +103,8 @@ def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain",
     opt = (fused_adamw(model, opt_config, capturable=graph) if optimizer == "adamw"
            else build_optimizer(model, replace(opt_config, name="muon")))
     gen = torch.Generator(device).manual_seed(1)
-    tokens = torch.randint(0, config.vocab_size, (B, T), device=device, generator=gen)
+    # T + 1 tokens: the model reads T of them and predicts T
+    tokens = torch.randint(0, config.vocab_size, (B, T + 1), device=device, generator=gen)
     eager = _train_step(model, opt, lambda: model.loss(tokens)[0], model.update_moe_biases, clip)
     step = GraphedStep(eager, optimizers=(opt,)) if graph else eager
     active = count_params(config).active
@@ -117,7 +118,7 @@ def build_hymo_case(preset, B, T, switches, optimizer, device, clip="plain",
             "params_stored": count_params(config).stored, "params_active": active,
             "n_active_no_embed": active_no_embed(config),
             "flops": "3 x hymo_mini.analysis.flops.forward_flops (MTP included)"}
-    labels = [(hymo_model, "_cross_entropy", "loss"), (hymo_model, "mtp_losses", "loss"),
+    labels = [(hymo_model, "_cross_entropy", "loss"),
               (hymo_model, "linear_softcap_cross_entropy_heads", "loss"), (HyMo, "logits", "loss")]
     return Built(model, opt, step, 3 * forward_flops(config, T)["total"], info, tuple(labels),
                  {model.norm: "loss", model.embed: "embedding"},

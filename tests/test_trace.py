@@ -66,11 +66,11 @@ def test_depth_limit_and_loss_method(mini_model):
     assert len(shallow) == len(trace_shapes(mini_model, tokens()).filter(depth=2))
     loss_trace = trace_shapes(mini_model, tokens(), method="loss", depth=3)
     mtp = loss_trace.filter(pattern=r"^mtp\.blocks\.\d+$")
-    assert [r.outputs for r in mtp] == ["(2, 15, 64)", "(2, 14, 64)"]
+    assert [r.outputs for r in mtp] == ["(2, 14, 64)", "(2, 13, 64)"]  # 15 read, 1 predicted
     assert loss_trace.rows[0].outputs.startswith("((), {main: ()")  # (total, parts)
     # the head runs once for the main logits and once per MTP depth
     assert [r.outputs for r in loss_trace.filter(pattern="^head$")] == [
-        "(2, 16, 256)", "(2, 15, 256)", "(2, 14, 256)"]
+        "(2, 15, 256)", "(2, 14, 256)", "(2, 13, 256)"]
 
 
 def test_deterministic_text_and_html(mini_model):
