@@ -18,7 +18,8 @@ The package, one line a module (the sections are the design document's; every su
     loss.py                       the tied head's soft-capped loss, in chunks
     loss_triton.py                the chunked loss's row kernel
     generate.py                   decoding token by token with the caches
-    data.py                       byte-level text data from files on the machine
+    model_file.py                 a trained model as one safetensors file
+    data.py                       byte-level text: files on the machine, the Python docs
     analysis/         section 11-12  parameters, FLOPs, cache costs, shapes, memory
     optim/                        Muon and AdamW, the parameter split, the schedule
     train/                        the training loop, checkpoints, FSDP2

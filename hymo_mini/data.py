@@ -17,6 +17,11 @@ Determinism:
 
 Note: the standard library differs between Python versions, so the corpus (and a loss
 curve trained on it) is reproducible on one Python version, not across versions.
+
+English text: :func:`fetch_python_docs` (``hymo-mini fetch-docs FOLDER``) downloads the
+Python documentation's sources (reStructuredText, about 11 MB of English prose with code
+examples, under the PSF licence) with the system's package client, apt-get; train on them
+with ``--data FOLDER --pattern '*.rst.txt'``.
 """
 
 from __future__ import annotations
@@ -24,14 +29,18 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
+import shutil
+import subprocess
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 __all__ = ["ByteCorpus", "DataError", "load_corpus", "stdlib_root", "encode", "decode",
-           "DEFAULT_MAX_BYTES"]
+           "DEFAULT_MAX_BYTES", "fetch_python_docs", "corpus_digest"]
 
 DEFAULT_MAX_BYTES = 4_000_000  # what load_corpus reads at most unless told otherwise
 
@@ -195,3 +204,56 @@ def load_corpus(paths=None, *, max_bytes: int | None = DEFAULT_MAX_BYTES, val_pe
         return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
     return ByteCorpus(to_tensor(train_bytes), to_tensor(val_bytes), used, source)
+
+
+def corpus_digest(folder, pattern: str = "*") -> str:
+    """sha256 over the files matching ``pattern`` under ``folder``, in sorted order of their
+    relative paths (each path and its bytes): one fetched corpus, one digest."""
+    digest = hashlib.sha256()
+    for relative, path in _collect([Path(folder)], pattern):
+        digest.update(relative.encode("utf-8") + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _run(command: list[str], cwd) -> str:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise DataError(f"{' '.join(command)} failed: {last}; on Debian or Ubuntu, "
+                        "'sudo apt-get update' first may help")
+    return done.stdout
+
+
+def fetch_python_docs(out) -> dict:
+    """Download the Python documentation's sources into ``out`` (``*.rst.txt`` files and
+    the licence, ``COPYRIGHT``) with ``apt-get download`` and ``dpkg-deb``: Debian's or
+    Ubuntu's ``python3.X-doc`` package for the system's Python 3. Returns what was fetched
+    (package, version, files, bytes, sha256 of the corpus)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DataError(f"{str(out)!r} is not empty: fetch into a new folder")
+    for tool in ("apt-get", "apt-cache", "dpkg-deb"):
+        if shutil.which(tool) is None:
+            raise DataError(f"fetching the Python documentation needs {tool} (Debian or "
+                            "Ubuntu); elsewhere train on any text folder with --data")
+    depends = _run(["apt-cache", "depends", "python3-doc"], cwd=".")
+    found = re.search(r"Depends: (python3\.\d+-doc)", depends)
+    if found is None:
+        raise DataError("apt-cache does not know python3-doc's documentation package")
+    package = found.group(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        _run(["apt-get", "download", package], cwd=tmp)
+        (deb,) = Path(tmp).glob("*.deb")
+        version = _run(["dpkg-deb", "--field", str(deb), "Version"], cwd=tmp).strip()
+        _run(["dpkg-deb", "--extract", str(deb), "tree"], cwd=tmp)
+        docs = Path(tmp) / "tree" / "usr" / "share" / "doc"
+        sources = docs / package.removesuffix("-doc") / "html" / "_sources"
+        for path in sorted(sources.rglob("*.rst.txt")):
+            target = out / path.relative_to(sources)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        shutil.copyfile(docs / package / "copyright", out / "COPYRIGHT")
+    files = sorted(out.rglob("*.rst.txt"))
+    return {"package": package, "version": version, "files": len(files),
+            "bytes": sum(f.stat().st_size for f in files),
+            "sha256": corpus_digest(out, "*.rst.txt")}

@@ -38,6 +38,9 @@ __all__ = [
     "HyMoCache",
     "cache_bytes",
     "forward_cached",
+    "check_sampling",
+    "next_token",
+    "stream",
     "generate",
 ]
 
@@ -133,42 +136,78 @@ def forward_cached(model, tokens: torch.Tensor, cache: HyMoCache) -> torch.Tenso
     return model.logits(x)  # (b, t, vocab)
 
 
-@torch.no_grad()
-def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
-             top_k: int | None = None, seed: int | None = 0) -> torch.Tensor:
-    """Continue ``prompt`` (b, t) by ``max_new_tokens`` tokens, one at a time from the cache.
-
-    temperature 0 is greedy (argmax); otherwise sample from softmax(logits / temperature),
-    optionally over the ``top_k`` most likely tokens only. Returns (b, t + max_new_tokens).
-    """
-    if prompt.ndim == 1:
-        prompt = prompt[None]
+def check_sampling(model, max_new_tokens, temperature, top_k, top_p) -> None:
+    """ValueError naming the first setting out of its range."""
     if not (isinstance(max_new_tokens, int) and max_new_tokens >= 0):
         raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
     if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+        raise ValueError(f"temperature must be >= 0 (0: always the likeliest token), got "
+                         f"{temperature}")
     if top_k is not None and not 0 < top_k <= model.config.vocab_size:
         raise ValueError(f"top_k must be in [1, vocab_size={model.config.vocab_size}], "
                          f"got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def next_token(logits: torch.Tensor, temperature: float, top_k: int | None,
+               top_p: float | None, gen) -> torch.Tensor:
+    """One token per row (b, 1) from the last position's logits (b, vocab).
+
+    temperature 0: the likeliest token. Otherwise sample from softmax(logits / temperature),
+    over the ``top_k`` likeliest tokens only and, with ``top_p``, over the fewest likeliest
+    tokens whose probabilities add up to at least ``top_p`` (nucleus sampling)."""
+    if temperature == 0:
+        return logits.argmax(-1, keepdim=True)
+    scaled = logits.float() / temperature
+    if top_k is not None:
+        kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (b, 1)
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = scaled.softmax(-1)  # (b, vocab)
+    if top_p is not None:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        before = sorted_probs.cumsum(-1) - sorted_probs  # the mass ahead of each token
+        sorted_probs = sorted_probs.masked_fill(before >= top_p, 0.0)  # the first always stays
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    return torch.multinomial(probs, 1, generator=gen)  # (b, 1); multinomial renormalises
+
+
+@torch.no_grad()
+def stream(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
+           top_k: int | None = None, top_p: float | None = None, seed: int | None = 0):
+    """Continue ``prompt`` (b, t) from the cache, yielding each new token (b, 1) as soon as
+    it is chosen (see :func:`next_token`); stops early at ``max_seq_len``."""
+    if prompt.ndim == 1:
+        prompt = prompt[None]
+    check_sampling(model, max_new_tokens, temperature, top_k, top_p)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     gen = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     cache = HyMoCache.empty(model)
-    tokens = prompt.to(device)
-    logits = forward_cached(model, tokens, cache)[:, -1]  # prefill: (b, vocab)
-    for _ in range(max_new_tokens):
-        if temperature == 0:
-            nxt = logits.argmax(-1, keepdim=True)  # (b, 1)
-        else:
-            scaled = logits.float() / temperature
-            if top_k is not None:
-                kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (b, 1)
-                scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-            nxt = torch.multinomial(scaled.softmax(-1), 1, generator=gen)  # (b, 1)
-        tokens = torch.cat([tokens, nxt], dim=1)
-        if tokens.shape[1] >= model.config.max_seq_len:
-            break  # the RoPE tables end here
-        logits = forward_cached(model, nxt, cache)[:, -1]
-    model.train(was_training)
-    return tokens
+    length = prompt.shape[1]
+    try:
+        logits = forward_cached(model, prompt.to(device), cache)[:, -1]  # prefill: (b, vocab)
+        for _ in range(max_new_tokens):
+            token = next_token(logits, temperature, top_k, top_p, gen)  # (b, 1)
+            yield token
+            length += 1
+            if length >= model.config.max_seq_len:
+                break  # the RoPE tables end here
+            logits = forward_cached(model, token, cache)[:, -1]
+    finally:
+        model.train(was_training)
+
+
+@torch.no_grad()
+def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None,
+             seed: int | None = 0) -> torch.Tensor:
+    """Continue ``prompt`` (b, t) by ``max_new_tokens`` tokens, one at a time from the cache
+    (:func:`stream`). Returns (b, t + new tokens)."""
+    if prompt.ndim == 1:
+        prompt = prompt[None]
+    device = next(model.parameters()).device
+    new = list(stream(model, prompt, max_new_tokens, temperature=temperature, top_k=top_k,
+                      top_p=top_p, seed=seed))
+    return torch.cat([prompt.to(device), *new], dim=1)

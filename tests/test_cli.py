@@ -21,7 +21,7 @@ def run(capsys, argv):
 
 @pytest.mark.parametrize("argv, expected", [
     (["config", "hymo_75m"], "did you mean 'hymo_750m'?"),
-    (["params", "nope"], "unknown preset 'nope'; presets are hymo_750m, hymo_mini"),
+    (["params", "nope"], "unknown preset 'nope'; presets are hymo_750m, hymo_mini, hymo_small"),
     (["config", "no/such/file.yaml"], "no such file 'no/such/file.yaml'"),
     (["train", "--device", "banana"], "--device 'banana': not a device name"),
     (["train", "--normuon", "--optimizer", "adamw"], "--normuon normalises Muon's update"),

@@ -47,6 +47,7 @@ def _setup(tmp: Path) -> None:
     (tmp / "short" / "a.py").write_text("x = 1\n")
     (tmp / "empty").mkdir()
     (tmp / "file.txt").write_text("not a folder")
+    (tmp / "empty.txt").write_text("")
     with contextlib.redirect_stdout(io.StringIO()):
         assert cli.main(["train", *_tiny(tmp), "--out", str(tmp / "done")]) == 0
     whole = (tmp / "done" / "checkpoint.pt").read_bytes()
@@ -58,6 +59,9 @@ def _setup(tmp: Path) -> None:
                tmp / "planted" / "checkpoint.pt")
     (tmp / "pickle").mkdir()
     (tmp / "pickle" / "checkpoint.pt").write_bytes(pickle.dumps(Planted(tmp / "ran")))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["export-model", str(tmp / "done" / "checkpoint.pt"),
+                         str(tmp / "model.safetensors")]) == 0
 
 
 def _tiny(tmp: Path) -> list[str]:
@@ -104,6 +108,17 @@ CASES = [
     ("a bare pickle that would run code", "train TINY --out {tmp}/pickle --resume"),
     ("activation checkpointing on one process", "train TINY --activation-checkpointing"),
     ("converting a folder with no DCP checkpoint", "convert-checkpoint {tmp}/empty out.pt"),
+    ("generating from a model that is not there", "generate {tmp}/none.safetensors Hello"),
+    ("generating from a file that is not a model", "generate {tmp}/file.txt Hello"),
+    ("generating from a checkpoint that would run code",
+     "generate {tmp}/planted/checkpoint.pt Hello"),
+    ("an empty prompt", "generate {tmp}/model.safetensors --prompt-file {tmp}/empty.txt"),
+    ("a negative temperature", "generate {tmp}/model.safetensors Hello --temperature -1"),
+    ("top-p out of range", "generate {tmp}/model.safetensors Hello --top-p 2"),
+    ("top-k out of range", "generate {tmp}/model.safetensors Hello --top-k 300"),
+    ("exporting a checkpoint that is not there", "export-model {tmp}/nothing/checkpoint.pt "
+                                                 "{tmp}/m.safetensors"),
+    ("fetching into a folder that holds files", "fetch-docs {tmp}/text"),
 ]
 
 

@@ -118,3 +118,15 @@ def test_to_device_keeps_the_batches(text_dir):
     moved = corpus.to("cpu")
     assert torch.equal(moved.batch(5, 3, 16, seed=2), corpus.batch(5, 3, 16, seed=2))
     assert moved.n_files == corpus.n_files and moved.source == corpus.source
+
+
+def test_corpus_digest_names_the_text_and_its_paths(tmp_path):
+    from hymo_mini.data import corpus_digest
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.rst.txt").write_text("one")
+    (tmp_path / "y.rst.txt").write_text("two")
+    first = corpus_digest(tmp_path, "*.rst.txt")
+    assert first == corpus_digest(tmp_path, "*.rst.txt") and len(first) == 64
+    (tmp_path / "y.rst.txt").rename(tmp_path / "z.rst.txt")  # same bytes, another name
+    assert corpus_digest(tmp_path, "*.rst.txt") != first

@@ -413,7 +413,7 @@ def test_ctrl_c_before_the_first_checkpoint(tmp_path, capsys, monkeypatch):
     assert not (out / "checkpoint.pt").exists()
 
 
-@pytest.mark.parametrize("preset", ["hymo_mini", "hymo_750m"])
+@pytest.mark.parametrize("preset", ["hymo_mini", "hymo_small", "hymo_750m"])
 def test_every_shipped_preset_trains(preset):
     """What the command line checks before a run, then one full-length loss on the meta
     device (shapes only): a preset that fails here would fail ``hymo-mini train``."""

@@ -1,4 +1,5 @@
-"""The ``hymo-mini`` command line: config, params, train, convert-checkpoint.
+"""The ``hymo-mini`` command line: config, params, train, convert-checkpoint, generate,
+fetch-docs, export-model.
 
 Every mistake on the command line is one line on stderr and exit status 2, naming the
 argument, what was expected and the nearest valid choice; ``--help`` is plain text with
@@ -6,7 +7,8 @@ the defaults. Each sub-command imports what it needs only when it runs, so
 ``hymo-mini config`` stays instant. ``main`` (here) runs the commands config and params:
 
     common.py     what every command shares: the parser, one-line errors, the device check
-    train.py      ``hymo-mini train`` and ``hymo-mini convert-checkpoint``
+    train.py      ``hymo-mini train``, ``convert-checkpoint`` and ``export-model``
+    generate.py   ``hymo-mini generate`` and ``hymo-mini fetch-docs``
     __main__.py   ``python -m hymo_mini.cli``
 """
 
@@ -15,7 +17,8 @@ from __future__ import annotations
 import sys
 
 from hymo_mini.cli.common import COMMANDS, Parser, closed_pipe_safe, parse, run
-from hymo_mini.cli.train import convert_main, train_main
+from hymo_mini.cli.generate import fetch_docs_main, generate_main
+from hymo_mini.cli.train import convert_main, export_main, train_main
 from hymo_mini.config import load_config, preset_names
 from hymo_mini.model_config import did_you_mean
 
@@ -83,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         print(_overview())
         return 0
     command, rest = argv[0], argv[1:]
-    runs = {"config": _config_main, "params": _params_main, "convert-checkpoint": convert_main}
+    runs = {"config": _config_main, "params": _params_main, "convert-checkpoint": convert_main,
+            "generate": generate_main, "fetch-docs": fetch_docs_main,
+            "export-model": export_main}
     if command == "train":
         return train_main(rest)
     if command not in runs:

@@ -23,6 +23,9 @@ COMMANDS = {
     "params": "active and stored parameter counts per component",
     "train": "train a model on text (--distributed: on several processes, under torchrun)",
     "convert-checkpoint": "write the single-file checkpoint of a distributed run's DCP folder",
+    "generate": "continue a prompt with a trained byte-level model, streaming the text",
+    "fetch-docs": "download the Python documentation's sources (English text) with apt-get",
+    "export-model": "write a training checkpoint's model as one safetensors file",
 }
 
 

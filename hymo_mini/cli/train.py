@@ -1,5 +1,5 @@
-"""``hymo-mini train`` (also ``python -m hymo_mini.train`` and ``torchrun -m hymo_mini.train``)
-and ``hymo-mini convert-checkpoint``."""
+"""``hymo-mini train`` (also ``python -m hymo_mini.train`` and ``torchrun -m hymo_mini.train``),
+``hymo-mini convert-checkpoint`` and ``hymo-mini export-model``."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from hymo_mini.cli.common import (
 from hymo_mini.config import HyMoConfig, load_config, preset_names, replace
 from hymo_mini.data import DEFAULT_MAX_BYTES
 
-__all__ = ["train_main", "convert_main", "train_parser", "apply_overrides", "CONFIG_FLAGS",
-           "check_output_folder"]
+__all__ = ["train_main", "convert_main", "export_main", "train_parser", "apply_overrides",
+           "CONFIG_FLAGS", "check_output_folder"]
 
 
 # ---- train ------------------------------------------------------------------------------
@@ -279,6 +279,25 @@ def convert_main(argv: list[str]) -> int:
     from hymo_mini.train.dcp import dcp_to_checkpoint
 
     print(f"wrote {dcp_to_checkpoint(args.source, args.out)}")
+    return 0
+
+
+def export_main(argv: list[str]) -> int:
+    parser = Parser(prog="hymo-mini export-model", description=COMMANDS["export-model"]
+                    + " (weights in bf16 and the config; what hymo-mini generate reads)")
+    parser.add_argument("checkpoint", help="a checkpoint.pt that hymo-mini train wrote")
+    parser.add_argument("out", help="the file to write, e.g. model.safetensors")
+    args, status = parse(parser, argv)
+    if args is None:
+        return status
+    from hymo_mini.model import build_hymo
+    from hymo_mini.model_file import save_model
+    from hymo_mini.train import load_checkpoint
+
+    payload = load_checkpoint(args.checkpoint)
+    model = build_hymo(payload["config"])
+    model.load_state_dict(payload["model"])
+    print(f"wrote {save_model(args.out, model, payload['config'])} (step {payload['step']})")
     return 0
 
 
