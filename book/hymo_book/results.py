@@ -1,13 +1,16 @@
-"""The one reader of the measured runs the book shows (``book/results/*.json``).
+"""The one reader of the measured runs the book shows (``book/results/``).
 
 Every results file was written by a script in ``benchmarks/`` and committed; nothing here
 measures. :func:`load_result` reads one (by file name in :data:`RESULTS_DIR`, or by path),
 checks that it has the sections the caller needs, records its file name under ``"file"``
 and, for a ``benchmarks/gdn.py`` report, renames the backends of runs made before the
 rename to today's names (:data:`hymo_book.style.OLD_BACKEND_NAMES`). A missing file is an
-error that names the path and the command that writes it. :func:`run_caption` gives the
-line every table and figure carries: the file, the hardware, the versions, the date and
-the command of the run.
+error that names the path and the script that writes it. :func:`read_log` reads a log kept
+beside the runs (a GPU test run's output; :func:`pytest_tally` counts its passes).
+:func:`run_caption` gives the line every table and figure carries: the file, the hardware,
+the versions, the date and the command of the run. :func:`runs_read` lists what this process
+has read: the last cell of a chapter that reads runs shows it, and the index
+(:mod:`hymo_book.results_index`) reads it back.
 """
 
 from __future__ import annotations
@@ -18,38 +21,30 @@ import re
 import textwrap
 from pathlib import Path
 
+from hymo_book.prose import Prose
 from hymo_book.style import canonical_backend
 
 __all__ = ["RESULTS_DIR", "PRODUCERS", "producer", "list_results", "load_result", "read_log",
-           "pytest_tally", "run_info", "run_caption", "CaptionedTable"]
+           "pytest_tally", "runs_read", "run_info", "run_caption", "CaptionedTable"]
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
+# every file of RESULTS_DIR this process read, in the order first read (for runs_read)
+_READ: dict[str, None] = {}
 
-# file-name prefix -> the command that writes such a file (the first match wins)
+# file-name prefix -> the script that writes such a file (the first match wins); the command
+# of every kept run is in its own record and in the index (book/results/README.md)
 PRODUCERS = {
-    "chunk_kernel_only": ("python3 benchmarks/gdn.py --backends chunk_triton chunk_triton_kernel "
-                          "fla_chunk --out book/results/{name}"),
-    "chunk_sweep": "python3 benchmarks/gdn_chunk_profile.py --sweep --out book/results/{name}",
-    "gdn_": "python3 benchmarks/gdn.py --out book/results/{name}",
-    "gla_record_tf32": ("python3 benchmarks/gdn.py --shapes B4_T4096_H40 B1_T16384_H40 "
-                        "--dtypes float32 --backends chunk_triton_kernel "
-                        "chunk_triton_kernel_tf32 fla_chunk --grad-check-max-T 0 "
-                        "--out book/results/{name}"),
-    "gla_record": ("python3 benchmarks/gdn.py --backends chunk_triton chunk_triton_unchecked "
-                   "chunk_triton_kernel fla_chunk --grad-check-max-T 0 --out book/results/{name}"),
-    "forward_graph": ("python3 benchmarks/gated_delta_profile.py --shape SHAPE --dtypes "
-                      "--no-sweep --gla-forward-changes '{{}}' --delta-forward-changes '{{}}' "
-                      "--out book/results/{name}"),
-    "gated_delta": "python3 benchmarks/gated_delta.py --out book/results/{name}",
-    "moe_dispatch": "python3 benchmarks/moe_dispatch.py --out book/results/{name}",
-    "mqar_seeds": "python3 benchmarks/mqar_seeds.py --out book/results/{name}",
-    "mqar_": "python3 benchmarks/mqar.py --out book/results/{name}",
-    "fsdp_": "python3 benchmarks/fsdp_one_gpu.py --out book/results/{name}",
-    "train_step": "python3 benchmarks/train_step.py --out book/results/{name}",
-    "optimizers": "python3 benchmarks/optimizers.py --out book/results/{name}",
-    "train_": "python3 benchmarks/train_throughput.py --out book/results/{name}",
-    "mini_step": "python3 benchmarks/mini_step.py --out book/results/{name}",
-    "sass_": "python3 benchmarks/sass_count.py --out book/results/{name}",
+    "gdn_": "python3 benchmarks/gdn.py --out benchmarks/out/{name}",
+    "gla_": "python3 benchmarks/gdn.py --out benchmarks/out/{name}",
+    "gated_delta": "python3 benchmarks/gated_delta.py --out benchmarks/out/{name}",
+    "moe_dispatch": "python3 benchmarks/moe_dispatch.py --out benchmarks/out/{name}",
+    "mqar_seeds": "python3 benchmarks/mqar_seeds.py --out benchmarks/out/{name}",
+    "mqar_": "python3 benchmarks/mqar.py --out benchmarks/out/{name}",
+    "fsdp_": "python3 benchmarks/fsdp_one_gpu.py --out benchmarks/out/{name}",
+    "train_step": "python3 benchmarks/train_step.py --out benchmarks/out/{name}",
+    "optimizers": "python3 benchmarks/optimizers.py --out benchmarks/out/{name}",
+    "train_": "python3 benchmarks/train_throughput.py --out benchmarks/out/{name}",
+    "tree_ab": "python3 benchmarks/tree_ab.py benchmarks/out/{name}",
 }
 
 
@@ -58,7 +53,7 @@ def producer(name: str) -> str:
     for prefix, command in PRODUCERS.items():
         if name.startswith(prefix):
             return command.format(name=name)
-    return "the script in benchmarks/ that writes it"
+    return "the script in benchmarks/ that writes it (benchmarks/README.md lists them)"
 
 
 def _path(name_or_path: str | Path) -> Path:
@@ -94,7 +89,8 @@ def load_result(name_or_path: str | Path, need: tuple[str, ...] = ()) -> dict:
     path = _path(name_or_path)
     if not path.is_file():
         raise FileNotFoundError(f"no results file {str(path)!r}: run `{producer(path.name)}` "
-                                "(on the machine the book's run names) and commit the JSON")
+                                "(on the machine the book's run names), copy it into "
+                                "book/results/ and add it to the index (book/results/README.md)")
     report = json.loads(path.read_text())
     if not isinstance(report, dict):
         raise ValueError(f"{path} is not a results report (a JSON object)")
@@ -105,6 +101,7 @@ def load_result(name_or_path: str | Path, need: tuple[str, ...] = ()) -> dict:
     if "shapes" in report or "sweep_T" in report:
         _rename_backends(report)
     report["file"] = path.name
+    _note_read(path)
     return report
 
 
@@ -113,7 +110,24 @@ def read_log(name: str) -> str:
     path = RESULTS_DIR / name
     if not path.is_file():
         raise FileNotFoundError(f"no log {str(path)!r} in the results folder")
+    _note_read(path)
     return path.read_text()
+
+
+def _note_read(path: Path) -> None:
+    if path.resolve().parent == RESULTS_DIR.resolve():
+        _READ.setdefault(path.name)
+
+
+def runs_read() -> Prose:
+    """The results files this process has read so far, sorted, one a line: a chapter's last
+    cell shows them, so the index (``book/results/README.md``) knows which chapter reads
+    which run, and strict nbval checks the list on every run."""
+    names = sorted(_READ)
+    head = (f"This chapter read {len(names)} run{'' if len(names) == 1 else 's'} of "
+            "`book/results/` (its index says what each measures, on what, when and by which "
+            "command):")
+    return Prose("\n".join([head, "", *(f"- `{name}`" for name in names)]))
 
 
 def pytest_tally(log: str) -> tuple[int, bool]:
@@ -129,8 +143,10 @@ def run_info(report: dict) -> dict:
     """Where, with what and when a run was made: file, hardware, versions, date, command.
 
     Reads the layouts the benchmarks write (``environment``, or ``hardware`` and
-    ``software``) and that of the one-off scripts' runs (``env``)."""
-    meta = {**report.get("software", {}), **report.get("hardware", {}),
+    ``software``), that of the one-off scripts' runs (``env``) and that of tree_ab.py's first
+    form (``gpu``, ``torch``, ``triton`` at the top)."""
+    top = {k: report[k] for k in ("gpu", "torch", "triton") if isinstance(report.get(k), str)}
+    meta = {**top, **report.get("software", {}), **report.get("hardware", {}),
             **report.get("env", {}), **report.get("environment", {})}
     if isinstance(meta.get("hardware"), dict):  # record.header's layout: environment.hardware
         meta = {**meta.pop("hardware"), **meta}

@@ -1,19 +1,19 @@
-"""Chapter 17's measured runs: the committed CPU training run, and the whole training step of
-hymo_750m on one GPU (``TRAIN_STEP``: the latest tree's fast path, launched kernel by kernel
-and as one CUDA graph, every stack at both shapes, the reference path and the peers at two
-sizes, in one run; ``PEER_RUNS``: the runs of the same code that timed fla's model, for the
-spread of its tokens/s from machine to machine; ``TRAIN_STEP_PREVIOUS``: the complete run of
-the tree before; ``TRAIN_STEP_EARLIER``, the run of 2026-12-01, for the Muon split and the
-eager GDN block, which the later runs left out; the memory runs of 2026-12-02).
+"""Chapter 17's measured runs: the whole training step of hymo_750m on one GPU.
 
-The plot of a run's loss is the library's (:func:`hymo_mini.train.curves.loss_curve`); this
-module feeds them the committed runs, and turns the GPU report of
-``benchmarks/train_step.py`` into the chapter's tables and its per-component figure. Every
-table carries the run's caption (file, hardware, versions, date, command); nothing here
-measures. A case of that report is named ``<kind>_b<B>t<T>``: ``hybrid_fast``,
-``hybrid_fast_graph``, ``hybrid_reference``, ``llama_sdpa``, ``gdn_fast``, ``mla_fast``,
-``hybrid_fast_muon``, ``hybrid_fast_eager_gdn``, ``hybrid_fast_eager_mla``, ``fla_gla``, and
-``llama_sdpa_matched``, ``fla_gla_matched`` (the peers as deep as hymo_750m's active size).
+``TRAIN_STEP`` is the latest tree's complete run: the fast path launched kernel by kernel
+and as one CUDA graph, every stack at both shapes, the reference path and the peers at two
+sizes. ``PEER_RUNS`` are the runs of the same code that timed fla's model, for the spread of
+its tokens/s from machine to machine; ``TRAIN_STEP_PREVIOUS`` is the complete run of the tree
+before; ``TRAIN_STEP_EARLIER`` the first run, for the Muon split and the eager GDN block,
+which the later runs left out; ``MEMORY_RUNS`` the runs that kept or rebuilt tensors.
+
+This module turns the GPU report of ``benchmarks/train_step.py`` into the chapter's tables
+and its per-component figure. Every table carries the run's caption (file, hardware,
+versions, date, command); nothing here measures. A case of that report is named
+``<kind>_b<B>t<T>``: ``hybrid_fast``, ``hybrid_fast_graph``, ``hybrid_reference``,
+``llama_sdpa``, ``gdn_fast``, ``mla_fast``, ``hybrid_fast_muon``, ``hybrid_fast_eager_gdn``,
+``hybrid_fast_eager_mla``, ``fla_gla``, and ``llama_sdpa_matched``, ``fla_gla_matched`` (the
+peers as deep as hymo_750m's active size).
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.flops import forward_flops
 from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import ModelConfig, load_config, replace
-from hymo_mini.train.curves import loss_curve
 
-__all__ = ["TRAIN_STEP", "KINDS", "train_curve_figure", "load_train_step", "case",
+__all__ = ["TRAIN_STEP", "KINDS", "load_train_step", "case",
            "case_config", "model_flops_per_token", "train_step_table", "targets_table",
-           "cost_model_table", "step_profile_figure", "COMPONENTS", "FIGURES",
+           "cost_model_table", "step_profile_figure", "COMPONENTS",
            "MEMORY_RUNS", "TRAIN_STEP_EARLIER", "TRAIN_STEP_PREVIOUS", "TRAIN_STEP_BEFORE_TANH",
            "freed_bytes",
            "memory_table",
@@ -79,13 +78,6 @@ COMPONENTS = {"gdn_other": "rest of the GDN blocks", "gdn_recurrence": "GDN recu
               "mtp": "MTP blocks", "embedding": "embedding"}
 # the two paths of the profile figure: one colour and one hatch each (grey-scale too)
 _PATH_LOOKS = {"reference": ("#7f7f7f", "//"), "fast": ("#1f77b4", "")}
-
-
-def train_curve_figure(name: str = "train_cpu.json") -> Figure:
-    """The loss curve of a committed training run."""
-    r = load_result(name, need=("history",))
-    return loss_curve(r["history"], title=f"hymo_mini on the standard library "
-                      f"({r['steps']} steps, CPU)")
 
 
 def load_train_step(name: str = TRAIN_STEP) -> dict:
@@ -252,9 +244,6 @@ def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
     fig.text(0.01, 0.005, run_caption(report, width=110), fontsize=8, color="gray")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
-
-
-FIGURES = {"train_loss_curve.png": train_curve_figure}
 
 
 # the gla kernel's chunk and block when the runs of MEMORY_RUNS were made (train_step_all_..._g.json

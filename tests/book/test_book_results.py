@@ -6,7 +6,7 @@ import json
 
 import pytest
 from figure_checks import assert_series_distinct
-from hymo_book import results, style, training
+from hymo_book import results, style
 from hymo_book.plots import figures
 from hymo_book.plots import optimizers as optim_plots
 from matplotlib.figure import Figure
@@ -33,7 +33,7 @@ def test_load_result_reads_by_name_or_path_and_records_the_file(tmp_path, monkey
 def test_a_missing_file_names_the_path_and_the_command_that_writes_it(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     for name, command in (("mqar_gpu.json", "python3 benchmarks/mqar.py --out "
-                                            "book/results/mqar_gpu.json"),
+                                            "benchmarks/out/mqar_gpu.json"),
                           ("optimizers_cpu.json", "benchmarks/optimizers.py"),
                           ("train_h100.json", "benchmarks/train_throughput.py"),
                           ("mqar_seeds_h100.json", "benchmarks/mqar_seeds.py"),
@@ -122,25 +122,13 @@ def test_split_figure_hatches_each_group():
     assert len(hatches) == 3  # muon, adamw with and without decay
 
 
-def test_training_figure_draws_the_committed_runs_history(tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    history = {"step": [1, 2, 3], "loss": [5.0, 4.0, 3.0], "val_step": [3], "val_loss": [3.1]}
-    _write(tmp_path, "train_cpu.json", {"steps": 3, "history": history})
-    fig = training.train_curve_figure()
-    assert isinstance(fig, Figure) and list(fig.axes[0].lines[0].get_ydata()) == [5.0, 4.0, 3.0]
-    _write(tmp_path, "train_old.json", {"steps": 3})
-    with pytest.raises(ValueError, match="'history'"):
-        training.train_curve_figure("train_old.json")
-
-
 # ---- the registry ------------------------------------------------------------------------
 def test_registry_collects_every_result_figure_once():
     found = figures.collect_figures(figures.RESULT_MODULES)
     assert {"gdn_benchmark.png", "gdn_benchmark_sweep.png", "optimizers_cpu.png",
-            "mqar_recall_cpu.png", "mqar_recall_h200.png", "state_capacity.png",
-            "train_loss_curve.png"} == set(found)
+            "state_capacity.png"} == set(found)
     with pytest.raises(RuntimeError, match="registered twice"):
-        figures.collect_figures(("hymo_book.training", "hymo_book.training"))
+        figures.collect_figures(("hymo_book.plots.mqar", "hymo_book.plots.mqar"))
 
 
 def test_the_registry_draws_exactly_the_files_of_figures():

@@ -104,8 +104,7 @@ def forward_change_ratios(runs, dtype: str) -> dict:
 
 # the same card and session: the delta forward as the mixer calls it, tree f79bc97 against
 # the package of d09d8a7 (a96a84b's parent: eight products a chunk's inverse instead of six),
-# alternated four times in one process (benchmarks/tree_ab.py's first form;
-# benchmarks/inverse_level0_ab_h100_2026-12-05.log)
+# alternated four times in one process (benchmarks/tree_ab.py's first form)
 INVERSE_LEVEL0_RUN = "inverse_level0_ab_h100_2026-12-05.json"
 
 

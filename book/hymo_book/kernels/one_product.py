@@ -89,9 +89,8 @@ def one_product_shares(inputs: dict | None = None, rule: str = "spread") -> list
 # one H200, sixth session of 2026-12-05: both rules' forwards as the GDN mixer calls them,
 # the tree before the change (5a0cdd8, its package renamed hymo_old) and after it (7c29b5d),
 # alternated three times a case in one process, on the model's rates and on the weak ones
-# (benchmarks/tree_ab.py; benchmarks/one_rate_ab_h200_2026-12-05.log). An earlier call on an
-# H100 timed the change's first form, 6fe9877, the same way and on the spread rates too
-# (one_rate_ab_h100_2026-12-05.json; GATED_DELTA_NOTES.md).
+# (benchmarks/tree_ab.py). An earlier call on an H100 timed the change's first form, 6fe9877,
+# the same way and on the spread rates too (not kept: git has it).
 SHARED_RATE_AB_RUN = "one_rate_ab_h200_2026-12-05.json"
 # the two trees' outputs agree when their relative difference (Frobenius) is below this
 SHARED_RATE_AGREE = {"bfloat16": 1e-2, "float32": 1e-5}

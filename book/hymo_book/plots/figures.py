@@ -25,7 +25,7 @@ __all__ = ["MODEL_MODULES", "RESULT_MODULES", "MODULES", "collect_figures", "fig
 MODEL_MODULES = tuple(f"hymo_book.plots.{name}" for name in (
     "architecture", "attention", "gdn", "initialisation", "lr_schedule", "mhc", "moe", "rope"))
 RESULT_MODULES = ("hymo_book.plots.kernel_benchmarks", "hymo_book.plots.mqar",
-                  "hymo_book.plots.optimizers", "hymo_book.training")
+                  "hymo_book.plots.optimizers")
 MODULES = MODEL_MODULES + RESULT_MODULES
 DEFAULT_OUT = Path(__file__).resolve().parents[3] / "figures"
 

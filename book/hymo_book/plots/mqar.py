@@ -31,7 +31,7 @@ __all__ = ["load_sweep", "mqar_figure", "mqar_table", "mqar_runs_table",
 
 
 def load_sweep(name: str) -> dict:
-    """A committed MQAR sweep, e.g. ``load_sweep("mqar_cpu.json")``."""
+    """An MQAR sweep of ``benchmarks/mqar.py``, by its file name in the results folder."""
     return load_result(name, need=("settings", "variants"))
 
 
@@ -250,8 +250,4 @@ def seeds_figure(report: dict) -> Figure:
     return fig
 
 
-FIGURES = {
-    "state_capacity.png": lambda: state_capacity_figure(),
-    "mqar_recall_cpu.png": lambda: mqar_figure(load_sweep("mqar_cpu.json")),
-    "mqar_recall_h200.png": lambda: mqar_figure(load_sweep("mqar_h200.json")),
-}
+FIGURES = {"state_capacity.png": lambda: state_capacity_figure()}
