@@ -28,9 +28,9 @@ replays. What the step returns (e.g. the detached loss) is the graph's output te
 overwritten by each replay. The eager step stays the oracle: the tests compare a run of
 replays with the same steps run eagerly (GPU only; a CPU has no graphs).
 
-Used by ``train_step.py`` (the ``hybrid_fast_graph`` cases) and ``gated_delta_profile.py``;
-the library's ``train()`` runs its steps eagerly: in the committed runs the graph made the
-whole step 1.4–3.9% faster, short of what a second way to run a step would have to earn.
+Used by ``train_step.py`` (the ``hybrid_fast_graph`` cases), not run on its own. The
+library's ``train()`` runs its steps eagerly: in the committed runs the graph made the whole
+step 1.4–3.9% faster, short of what a second way to run a step would have to earn.
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--checkpointing", action="store_true", help="also fsdp_ac")
     p.add_argument("--budget-s", type=float, default=60.0, help="per mode, timed steps stop")
-    p.add_argument("--out", default=None, help="default: book/results/fsdp_h200_<date>.json")
+    p.add_argument("--out", default=None, help="default: benchmarks/out/fsdp_<date>.json")
     args = p.parse_args(argv)
     head = record.header(args.device, __file__, argv)
     device = torch.device(args.device)
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     result = {"benchmark": "fsdp_one_gpu", **head, "config": args.config, "batch": args.batch,
               "optimizer": f"{base.optimizer.name} (normuon={base.optimizer.normuon})",
               "corpus": corpus.describe(), "attempts": [], "runs": []}
-    out = Path(args.out or ROOT / "book" / "results" / f"fsdp_h200_{head['date'][:10]}.json")
+    out = Path(args.out or record.out_path(f"fsdp_{head['date'][:10]}.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     world = init_distributed(device.type, timeout_s=600)
     try:

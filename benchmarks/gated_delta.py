@@ -1,5 +1,8 @@
 """Time the true gated delta rule against flash-linear-attention on one GPU, in one run.
 
+    python3 benchmarks/gated_delta.py --sections peers --rates model   # beside fla's chunk_kda
+    python3 benchmarks/gated_delta.py --budget-s 500                  # all three sections
+
     H'_t = exp(g_t A) ⊙ H_{t-1},   H_t = H'_t + β_t b_t ⊗ (v_t - H'_tᵀ b_t),   o_t = c_tᵀ H_t
 
 Three sections, the cheap ones first (fla's first call per shape autotunes for minutes):
@@ -51,7 +54,7 @@ that traffic). targets: chunk_triton(_kernel, _kernel_tf32) fwd+bwd ≤
 0.8 × and peak ≤ 1 × fla_chunk_kda's, forward ≤ 4 × the floor. --budget-s starts no case
 past its time (those are listed in "skipped"); the JSON is rewritten after every case.
 
-JSON (default book/results/gated_delta_<gpu>_<date>.json):
+JSON (default benchmarks/out/gated_delta_<gpu>_<date>.json):
     environment  date, command, git_commit, the hardware and versions (fla_core too;
                  benchmarks/record.py), copy_GBps
     settings     the arguments
@@ -87,6 +90,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import record  # noqa: E402
 from benchmarks.gated_delta_backends import (  # noqa: E402
     DELTA_BACKENDS,
     DTYPES,
@@ -312,7 +316,7 @@ def main(argv=None):
                         "initialises them (model), or those moved key by key (spread)")
     parser.add_argument("--budget-s", type=float, default=520.0,
                         help="start no case after this many seconds")
-    parser.add_argument("--out", default=None, help="JSON path (default: book/results/"
+    parser.add_argument("--out", default=None, help="JSON path (default: benchmarks/out/"
                         "gated_delta_<gpu>_<date>.json)")
     args = parser.parse_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -320,7 +324,7 @@ def main(argv=None):
     torch.backends.cudnn.allow_tf32 = False
     env = environment(device, __file__, argv)
     gpu = env.get("gpu", "cpu").split()[-1].lower()
-    path = Path(args.out) if args.out else ROOT / "book" / "results" / (
+    path = Path(args.out) if args.out else record.out_path(
         f"gated_delta_{gpu}_{env['date'][:10]}.json")
     run = Run(args, device, path, env)
     print(f"{run.report['environment']}", flush=True)

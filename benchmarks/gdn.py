@@ -28,7 +28,7 @@ gradient is itself approximate); a backend is timed only if its output agrees:
 
 Usage (on the GPU machine):
 
-    python3 benchmarks/gdn.py --out book/results/gdn_h200.json
+    python3 benchmarks/gdn.py                        # every backend, both shapes and dtypes
     python3 benchmarks/gdn.py --shapes B4_T4096_H40 --dtypes float32 \
         --backends recurrent_triton fla_fused_recurrent       # a restricted run
     python3 benchmarks/gdn.py --sweep-T              # also B=1, H=40, T = 1k .. 64k
@@ -387,7 +387,7 @@ def main(argv=None):
     parser.add_argument("--eager-max-T", type=int, default=16384)
     parser.add_argument("--sweep-eager-max-T", type=int, default=2048)
     parser.add_argument("--grad-check-max-T", type=int, default=4096)
-    parser.add_argument("--out", default=None, help="JSON path (default: book/results/"
+    parser.add_argument("--out", default=None, help="JSON path (default: benchmarks/out/"
                         "gdn_<gpu>_<date>.json)")
     parser.add_argument("--figure", default=None, help="also draw the results into this PNG")
     args = parser.parse_args(argv)
@@ -402,7 +402,7 @@ def main(argv=None):
             parser.error(f"unknown backends {sorted(unknown)}")
         backends = {n: fn for n, fn in backends.items() if n in args.backends}
     env = environment(device, __file__, argv)
-    out_path = Path(args.out) if args.out else ROOT / "book" / "results" / (
+    out_path = Path(args.out) if args.out else record.out_path(
         f"gdn_{env.get('gpu', 'cpu').replace(' ', '_').lower()}_{env['date'][:10]}.json")
     report = {"environment": env, "backends": list(backends), "shapes": {}}
     print(f"{env}\nbackends: {list(backends)}", flush=True)

@@ -5,7 +5,7 @@
 For each GDN backend of the CPU ("naive", the reference loop, and "chunk_torch", the
 chunkwise-parallel form) it builds the hymo_mini model,
 runs ``model.loss(tokens).backward()`` a few times to warm up, then reports the median
-and spread of ``--repeats`` timed runs. Results go to book/results/mini_step_cpu.json
+and spread of ``--repeats`` timed runs. Results go to benchmarks/out/mini_step_cpu.json
 with the hardware, library versions, date and command, so the number can be reproduced
 or disputed. Not a test: timings depend on the machine and on what else it is running
 (the load average at the start and end is recorded for that reason).
@@ -33,7 +33,7 @@ import torch
 from hymo_mini.config import load_config
 from hymo_mini.model import HyMo
 
-RESULTS = Path(__file__).resolve().parents[1] / "book" / "results" / "mini_step_cpu.json"
+RESULTS = Path(__file__).resolve().parent / "out" / "mini_step_cpu.json"  # ignored by git
 
 
 def time_backend(backend: str, threads: int, batch: int, seq_len: int, warmup: int,

@@ -1,6 +1,6 @@
 """One DeepSeekMoE layer of hymo_750m, dispatched three ways: check, then time.
 
-    python benchmarks/moe_dispatch.py [--tokens 16384] [--dtype bfloat16] [--repeats 20]
+    python3 benchmarks/moe_dispatch.py [--tokens 16384] [--dtype bfloat16] [--repeats 20]
 
 For ``moe_impl`` "loop" (the reference), "grouped" (``torch._grouped_mm``, where this
 device and dtype allow it) and "padded" (one batched matmul over (e, C, dim)) it builds
@@ -10,7 +10,7 @@ CUDA that the fast path's forward + backward runs under ``torch.cuda.set_sync_de
 ("error")`` (a host sync raises), and times forward and forward + backward in training
 mode and the forward in evaluation mode (capacity = every token). ``--dtype bfloat16``
 runs under autocast, as ``training.dtype: bfloat16`` does. Results go to
-book/results/moe_dispatch_<device>.json with the hardware, versions, date, command and
+benchmarks/out/moe_dispatch_<device>.json with the hardware, versions, date, command and
 git commit (benchmarks/record.py). Not a test: timings depend on the machine.
 """
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=None,
-                        help="results file (default book/results/moe_dispatch_<device>.json)")
+                        help="results file (default benchmarks/out/moe_dispatch_<device>.json)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
         "settings": {"tokens": args.tokens, "dtype": args.dtype, "repeats": args.repeats},
         "runs": runs,
     }
-    out = args.out or ROOT / "book" / "results" / f"moe_dispatch_{device.type}.json"
+    out = args.out or record.out_path(f"moe_dispatch_{device.type}.json")
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")

@@ -1,6 +1,6 @@
 """The hybrid hypothesis on multi-query associative recall (see book/hymo_book/mqar.py).
 
-    python benchmarks/mqar.py --out book/results/mqar_cpu.json                   # CPU sweep
+    python3 benchmarks/mqar.py --out benchmarks/out/mqar_cpu.json                # CPU sweep
     python benchmarks/mqar.py --device cuda --jobs 7 --steps 3000 --batch-size 128 \
         --train 4:64 8:64 16:64 8:128 16:128 32:128 --out $OUT/mqar_h200.json
 

@@ -13,7 +13,7 @@ worker processes, seed by seed (all variants of seed 0 first), so a sweep stoppe
 keeps whole seeds; the JSON is rewritten after every finished run, and at --budget-s the
 runs still going are stopped and listed as unfinished.
 
-JSON (default book/results/mqar_seeds_<gpu or cpu>_<date>.json):
+JSON (default benchmarks/out/mqar_seeds_<gpu or cpu>_<date>.json):
     benchmark   "mqar_seeds";  date, command, git_commit, hardware (platform, python,
                 torch, gpu, ...: benchmarks/record.py)
     settings    steps, batch_size, lr, n_layers, n_keys, train_tasks and eval_tasks
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
     head = record.header(args.device, __file__, argv)
     hw = head["hardware"]
     gpu = hw["gpu"].split()[-1].lower() if "gpu" in hw else "cpu"
-    out = Path(args.out) if args.out else ROOT / "book" / "results" / (
+    out = Path(args.out) if args.out else record.out_path(
         f"mqar_seeds_{gpu}_{head['date'][:10]}.json")
     report = {"benchmark": "mqar_seeds", **head, "settings": {
                   **settings, "train_tasks": [[t.n_pairs, t.seq_len] for t in

@@ -12,8 +12,8 @@ warmup-stable-decay schedule, gradient clipping and MoE balancing as
 (:func:`hymo_mini.train.train` builds its own AdamW, so the loop is written out here.)
 Validation loss (main next-byte cross-entropy on fixed held-out windows) is recorded
 every ``--eval-every`` steps and at the end; the result, with the hardware, date and
-command, goes to ``book/results/optimizers_cpu.json``, which the book's
-``hymo_book.plots.optimizers`` plots.
+command, goes to ``benchmarks/out/optimizers_cpu.json``; the run chapter 17 plots
+(``hymo_book.plots.optimizers``) is the copy kept in ``book/results/``.
 
     python benchmarks/optimizers.py                      # 300 steps each, ~10 min
     python benchmarks/optimizers.py --steps 40 --variants adamw muon --out /tmp/o.json
@@ -40,7 +40,7 @@ from hymo_mini.optim import build_optimizer, optimizer_groups
 from hymo_mini.train import evaluate, wsd_multiplier
 
 VARIANTS = {"adamw": ("adamw", False), "muon": ("muon", False), "normuon": ("muon", True)}
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "book" / "results" / "optimizers_cpu.json"
+DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "optimizers_cpu.json"  # ignored by git
 
 
 def _cpu_name() -> str:

@@ -6,6 +6,7 @@
     versions(*packages)    python, torch, CUDA, Triton, and each distribution asked for
                            (None where it is not installed; "fla-core" is keyed "fla_core")
     header(device, script, argv, packages)   {date, command, git_commit, hardware: {...}}
+    out_path(name)         benchmarks/out/<name>: where a run lands by default (ignored by git)
 
 A script that keeps one flat "environment" section merges the first three instead.
 git_commit prefers the HYMO_GIT_COMMIT environment variable: the GPU machine's copy of the
@@ -26,6 +27,15 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+# where a run lands unless --out says otherwise: git ignores the folder; a run worth keeping
+# is copied into book/results/ and added to its index (book/results/README.md says how)
+OUT = ROOT / "benchmarks" / "out"
+
+
+def out_path(name: str) -> Path:
+    """``benchmarks/out/<name>``, with the folder made."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    return OUT / name
 
 
 def git_commit() -> str | None:

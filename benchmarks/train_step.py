@@ -288,7 +288,8 @@ def main(argv=None) -> int:
         compiling.COMPILE_BACKEND = "aot_eager"  # no code generation on a CPU check
     head = record.header(args.device, __file__, argv, packages=PEERS_PACKAGES)
     default = f"train_step_{'h200' if args.device == 'cuda' else 'cpu'}_{head['date'][:10]}.json"
-    out = Path(args.out or Path(os.environ.get("OUT", ROOT / "book" / "results")) / default)
+    out = Path(args.out) if args.out else (
+        Path(os.environ["OUT"]) / default if "OUT" in os.environ else record.out_path(default))
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {"benchmark": "train_step", **head, "peak_tflops": PEAK_TFLOPS,
               "settings": {"dtype": "bf16 autocast over fp32 weights", "warmup": args.warmup,

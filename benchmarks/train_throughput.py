@@ -2,7 +2,7 @@
 spent on data loading and logging (the goal: under 5% together).
 
     python benchmarks/train_throughput.py --device cpu --threads 2 --steps 300 \
-        --out book/results/train_cpu.json
+        --out benchmarks/out/train_cpu.json
     python benchmarks/train_throughput.py --device cuda --shapes 8x128 64x512 \
         --steps 200 --out $OUT/train_h200.json
 
@@ -16,7 +16,7 @@ steps (the WSD schedule spans those steps) on the standard library's source byte
     log_fraction          loss bookkeeping, progress output (one device sync per interval)
 
 The first shape's loss history and a few greedy and sampled continuations from the
-trained model are kept in the JSON for the book (chapter 15) and its figures.
+trained model are kept in the JSON.
 The JSON records the hardware, the date, the load average (on a shared machine the CPU
 numbers depend on it) and this command.
 """

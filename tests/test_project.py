@@ -158,3 +158,20 @@ def test_the_wheel_builds_without_warnings(tmp_path):
     warnings = [line for line in (built.stdout + built.stderr).splitlines()
                 if "warning" in line.lower()]
     assert not warnings, "\n".join(warnings)
+
+
+def test_benchmarks_holds_scripts_and_one_readme():
+    """Runs land in the ignored benchmarks/out/; what is kept is a file of book/results/."""
+    import ast
+
+    bench = ROOT / "benchmarks"
+    tracked = [p for p in bench.iterdir() if p.is_file()]
+    others = [p.name for p in tracked if p.suffix not in (".py", ".sh") and p.name != "README.md"]
+    assert not others, f"benchmarks/ holds scripts only (runs go to book/results/): {others}"
+    readme = (bench / "README.md").read_text()
+    for path in tracked:
+        if path.suffix == ".py":
+            assert ast.get_docstring(ast.parse(path.read_text())), f"{path.name}: no docstring"
+        if path.suffix in (".py", ".sh"):
+            assert f"`{path.name}`" in readme, f"benchmarks/README.md does not list {path.name}"
+    assert "/benchmarks/out/" in (ROOT / ".gitignore").read_text().splitlines()

@@ -153,7 +153,8 @@ def run_info(report: dict) -> dict:
     if meta.get("gpu"):
         hardware = meta["gpu"]
     else:
-        cpu = meta.get("cpu") or meta.get("processor") or meta.get("device") or "CPU"
+        cpu = (meta.get("cpu") or meta.get("processor") or meta.get("device")
+               or meta.get("machine") or "CPU")
         cores = meta.get("cores") or meta.get("cpu_count")
         threads = meta.get("torch_threads")
         hardware = cpu + (f", {cores} cores" if cores else "") + (

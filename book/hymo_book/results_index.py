@@ -36,7 +36,7 @@ __all__ = ["INDEX", "WHAT", "RECORDED", "RUN_NAME", "run_files", "what", "chapte
 INDEX = RESULTS_DIR / "README.md"
 # a results file's name: a run of a benchmark (.json), or a log kept beside the runs
 RUN_NAME = re.compile(r"\b[a-z][a-z0-9_]*_(?:h100|h200|cpu|sm90)[a-z0-9_.-]*\.(?:json|log|txt)"
-                      r"|\b(?:gpu_tests|optimizers)[a-z0-9_.-]*\.(?:json|log)\b")
+                      r"|\b(?:gpu_tests|optimizers|cpu_recipe)[a-z0-9_.-]*\.(?:json|log)\b")
 
 # file-name pattern -> what the run measures (the first pattern that matches wins)
 WHAT = {
@@ -120,6 +120,8 @@ WHAT = {
     "moe_dispatch_*": "one MoE layer dispatched by the loop, grouped and padded",
     "mqar_seeds_*": "associative recall: every layer layout, three seeds each",
     "optimizers_*": "AdamW against the Muon and NorMuon splits at one budget",
+    "cpu_recipe_*": "the CPU recipe: the mini model trained on the Python documentation on "
+                    "two cores",
     "gpu_tests_*": "the Triton kernels' test files on the GPU (pytest's output)",
     "pairs_variants_*": "edits of the one-product branch, each checked against the loop on "
                         "the GPU",
