@@ -4,28 +4,24 @@ The library (``hymo_mini``) computes; this package serves the book. Notebooks ru
 ``book/`` and import it directly (``import hymo_book``); the tests put ``book/`` on
 ``sys.path``. The library never imports it.
 
-* The course: :mod:`hymo_book.curriculum` (the reading order, the terms each chapter
-  teaches), :mod:`hymo_book.exercises` (the exercises and their checker, one module per
-  chapter), :mod:`hymo_book.prose` (sentences whose numbers come from a computation).
-* The figures of the model: :mod:`hymo_book.plots`, one module per topic (most chapters).
-* Chapter helpers: :mod:`hymo_book.env` (00), :mod:`hymo_book.attention_variants` (05, 06),
-  :mod:`hymo_book.kernels.primer` (09), :mod:`hymo_book.kernels.source`,
-  :mod:`hymo_book.kernels.arithmetic`, :mod:`hymo_book.kernels.chunk_levels` (10),
-  :mod:`hymo_book.moe_experiments` (11), :mod:`hymo_book.forward_pass` (14),
-  :mod:`hymo_book.parameters` (15), :mod:`hymo_book.training`, :mod:`hymo_book.plots.optimizers`
-  (17), :mod:`hymo_book.mqar`, :mod:`hymo_book.recall`, :mod:`hymo_book.plots.mqar` (19).
-* The Reports part: :mod:`hymo_book.claims` (the audit of the design document, 20),
-  :mod:`hymo_book.kernels.report`, :mod:`hymo_book.kernels.runs`,
-  :mod:`hymo_book.kernels.gdn_runs`, :mod:`hymo_book.plots.kernel_benchmarks`,
-  :mod:`hymo_book.kernels.targets` (21).
-* Measured runs: :mod:`hymo_book.results` reads ``book/results/`` and captions every table
-  and figure; :mod:`hymo_book.style` holds every series' label, colour, marker, line style
-  and hatch; :mod:`hymo_book.plots.figures` redraws every figure of ``figures/``, the model's and
-  the measured runs' (``cd book && python3 -m hymo_book.plots``).
-* Generated pages: :mod:`hymo_book.site.readme` (README.md's measured numbers and parts),
-  :mod:`hymo_book.site.book_index` (book/README.md's chapter table), :mod:`hymo_book.notebooks`
-  (execute a chapter and store it as JupyterLab saves it).
-* The site: :mod:`hymo_book.site.build` builds the book as a static website (``cd book && python3
-  -m hymo_book.site``); :mod:`hymo_book.site.offline` serves MathJax and the widget embedder from
-  the site itself; :mod:`hymo_book.site.legibility` says at what size a figure's text shows.
+    curriculum.py           the reading order and the terms each chapter teaches
+    prose.py                sentences whose numbers come from a computation
+    style.py                every measured series' label, colour, marker, line style and hatch
+    notebooks.py            execute a chapter and store it as JupyterLab saves it
+    results.py              the one reader of the measured runs in book/results/
+    results_index.py        book/results/README.md: what each run is, and who reads it
+    exercises/              the exercises and their checker, one module a chapter
+    plots/                  the figures, the model's and the measured runs', one module a topic
+    kernels/                the kernel chapters' helpers (09, 10, 21)
+    claims/                 the audit of the design document, one module a topic (20)
+    site/                   the website, and the generated parts of the landing pages
+    env.py                  chapter 00: the environment check
+    attention_variants.py   chapters 05 and 06: the attention variants' arithmetic
+    moe_experiments.py      chapter 11: the experiments behind the MoE figures
+    forward_pass.py         chapter 14: the forward pass end to end
+    parameters.py           chapter 15: parameters, active and stored
+    training.py             chapter 17: the whole training step's runs, as tables
+    fsdp.py                 chapter 18: FSDP2's memory and the one-GPU run
+    mqar.py                 chapter 19: the associative-recall task and its sweep
+    recall.py               chapter 19: two demos of recall without training
 """

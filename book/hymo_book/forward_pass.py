@@ -30,7 +30,8 @@ from hymo_mini.analysis.flops import forward_flops
 from hymo_mini.analysis.tables import TextTable
 from hymo_mini.config import ModelConfig, load_config, replace
 
-__all__ = ["SECTION_11", "STEP_RUN", "production_trace", "section_11_shapes", "ShapeCheck",
+__all__ = ["SECTION_11", "STEP_RUN", "shape_in", "production_trace", "section_11_shapes",
+           "ShapeCheck",
            "flop_check", "flops_figure", "step_table", "time_against_flops"]
 
 STEP_RUN = "train_step_h200_2026-12-01.json"
@@ -53,7 +54,7 @@ SECTION_11 = [
 ]
 
 
-def _shape(text: str) -> tuple[int, ...]:
+def shape_in(text: str) -> tuple[int, ...]:
     """The first tuple of integers in ``text``: "(2, 128, 256)" -> (2, 128, 256)."""
     found = re.search(r"\(([\d, ]+)\)", text)
     if not found:
@@ -99,8 +100,8 @@ def section_11_shapes(trace=None) -> list[ShapeCheck]:
     for section, tensor, line, kind, path, side in SECTION_11:
         full = f"layers.{first[kind]}.{path}"
         call = next(r for r in trace if r.path == full)
-        traced = _shape(call.outputs if side == "out" else call.inputs)
-        rows.append(ShapeCheck(section, tensor, line, f"{full} ({side}put)", _shape(line),
+        traced = shape_in(call.outputs if side == "out" else call.inputs)
+        rows.append(ShapeCheck(section, tensor, line, f"{full} ({side}put)", shape_in(line),
                                traced))
     return rows
 

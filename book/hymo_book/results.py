@@ -34,6 +34,8 @@ _READ: dict[str, None] = {}
 # file-name prefix -> the script that writes such a file (the first match wins); the command
 # of every kept run is in its own record and in the index (book/results/README.md)
 PRODUCERS = {
+    "chunk_kernel_only": ("python3 benchmarks/gdn.py --backends chunk_triton chunk_triton_kernel "
+                          "fla_chunk --grad-check-max-T 0 --out benchmarks/out/{name}"),
     "gdn_": "python3 benchmarks/gdn.py --out benchmarks/out/{name}",
     "gla_": "python3 benchmarks/gdn.py --out benchmarks/out/{name}",
     "gated_delta": "python3 benchmarks/gated_delta.py --out benchmarks/out/{name}",

@@ -1,16 +1,19 @@
 """The design document's checkable claims, each recomputed from hymo_mini (book chapter 20).
 
     core.py            Claim, its verdict, ClaimsTable
+    overview.py        the claims about the whole model and its configuration (sections 1, 2)
+    stack.py           ... about the stack and the forward pass (sections 3, 10)
+    attention.py       ... about MLA, the attention variants and the appendix (4, 12)
+    gdn.py             ... about the Gated Delta Net and its kernel (sections 5, 6)
+    rope.py            ... about rotary position embedding (section 7)
+    moe.py             ... about the mixture of experts (section 8)
+    mtp.py             ... about multi-token prediction (section 9)
+    parameters.py      ... about parameter counts and tensor shapes (section 11)
     values.py          the quantities the claims are computed from (configs, counts, costs)
     values_models.py   ... found by running the package's modules on small inputs
-    values_measured.py ... read from the committed GPU runs (book/results/)
-    sections_01_05.py  the claims of sections 1-5
-    sections_06_12.py  the claims of sections 6-12 and the appendix
-    errata_01_05.py    further claims of sections 1-5 the teaching chapters' errata listed
-    errata_06_12.py    ... of sections 6-12 (the kernel's, measured), section 11's shapes
-    errata_07_12.py    ... of sections 7-10 and the appendix (RoPE, MoE, MTP, init, absorption)
-    values_errata.py   ... the small experiments those errata are computed from
-    errata.py          which claims each teaching chapter's errata table listed
+    values_errata.py   ... small experiments on the modules, seeded
+    values_measured.py  ... read from the committed GPU runs (book/results/)
+    errata.py          which claims each teaching chapter sends its reader to
 
 :func:`check_all` computes every claim of :data:`CLAIMS` (in the document's order) and
 returns the table; :func:`errata_table` gives one teaching chapter's errata.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from hymo_book.claims import attention, gdn, moe, mtp, overview, parameters, rope, stack
 from hymo_book.claims.core import (
     APPROX,
     TOL,
@@ -31,11 +35,6 @@ from hymo_book.claims.core import (
     verdict,
 )
 from hymo_book.claims.errata import ERRATA
-from hymo_book.claims.errata_01_05 import CLAIMS_ERRATA_01_05
-from hymo_book.claims.errata_06_12 import CLAIMS_ERRATA_06_12
-from hymo_book.claims.errata_07_12 import CLAIMS_ERRATA_07_12
-from hymo_book.claims.sections_01_05 import CLAIMS_01_05
-from hymo_book.claims.sections_06_12 import CLAIMS_06_12
 
 __all__ = ["VERDICTS", "TOL", "APPROX", "ERRATA", "Claim", "ClaimResult", "ClaimsTable",
            "CLAIMS", "check", "check_all", "errata_table", "section_key", "verdict"]
@@ -48,8 +47,8 @@ def section_key(section: str) -> tuple:
     return tuple(int(p) for p in section.split("."))
 
 
-CLAIMS: list[Claim] = sorted([*CLAIMS_01_05, *CLAIMS_06_12, *CLAIMS_ERRATA_01_05,
-                              *CLAIMS_ERRATA_06_12, *CLAIMS_ERRATA_07_12],
+TOPICS = (overview, stack, attention, gdn, rope, moe, mtp, parameters)
+CLAIMS: list[Claim] = sorted([claim for topic in TOPICS for claim in topic.CLAIMS],
                              key=lambda c: section_key(c.section))
 
 

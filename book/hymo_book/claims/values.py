@@ -30,6 +30,25 @@ def params():
     return count_params(cfg())  # walks HyMo built on the meta device
 
 
+def n_gdn() -> int:
+    """The GDN layers of the production stack."""
+    return len(cfg().gdn_positions)
+
+
+def mla_cache_8(T: int) -> int:
+    """Bytes of the latent KV cache of the 8 MLA layers at T tokens."""
+    from hymo_mini.analysis import costs
+
+    return 8 * costs.mla_cost(cfg(), T, cache="latent").cache_bytes
+
+
+def mha_cache_8(T: int) -> int:
+    """Bytes of a full multi-head KV cache of 8 attention layers at T tokens."""
+    from hymo_mini.analysis import costs
+
+    return 8 * costs.mha_cost(cfg(), T).cache_bytes
+
+
 def n_params(component: str, kind: str = "stored") -> int:
     return getattr(params()[component], kind)
 

@@ -28,8 +28,9 @@ import math
 from collections import Counter
 
 import torch
-from hymo_book.style import DOCUMENT_BAR, backend_style
 from matplotlib.figure import Figure
+
+from hymo_book.style import DOCUMENT_BAR, backend_style
 
 __all__ = ["DOCUMENT", "max_rel_error", "check_line", "decay_matrix",
            "document_launches", "launches_per_step", "memory_bytes", "recurrent_peak_bytes",

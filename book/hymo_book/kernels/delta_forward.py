@@ -15,7 +15,6 @@ from hymo_book.kernels import settings as kernel_settings
 from hymo_book.kernels.standing import long_fp32
 from hymo_book.kernels.targets import DELTA_TARGETS
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["DELTA_FORWARDS_RUN", "DELTA_STRETCH_RUNS", "DELTA_CAP_RUNS", "delta_forwards",

@@ -16,7 +16,6 @@ Read from ``book/results``; nothing here measures time. Checked by
 from __future__ import annotations
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS",

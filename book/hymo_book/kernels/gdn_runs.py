@@ -14,7 +14,6 @@ from __future__ import annotations
 from hymo_book import results
 from hymo_book.results import CaptionedTable, run_caption
 from hymo_book.style import BACKENDS, backend_style
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["load_reports", "latest_report", "latest_run", "letter", "runs_caption",

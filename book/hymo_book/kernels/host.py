@@ -9,7 +9,6 @@ deleted).
 from __future__ import annotations
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["HOST_OWN_RUNS", "HOST_LAUNCH_RUNS", "HOST_FORWARD_BEFORE", "host_own_table",

@@ -13,10 +13,10 @@ import math
 import statistics
 
 import torch
+
 from hymo_book.kernels import forward as kernel_forward
 from hymo_book.kernels.delta_forward import ab_caption
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["benchmark_gates", "SHARE_RULES", "SHARE_GLA_CHUNK", "SHARE_GLA_BLOCK",

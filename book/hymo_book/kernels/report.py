@@ -1,14 +1,9 @@
-"""Chapter 21, the kernel report: what the kernels are now (their files and recipes, read from
-the library's own docstrings and module-level settings), the launch arithmetic against the
-measured loop, and every target set for the package's chunked kernels with its verdict (the
-runs' own tables are in :mod:`hymo_book.kernels.runs`), read from ``book/results``.
-
-:func:`launch_arithmetic` is **the one place the book computes the eager loop's launches and
-the kernel's speed-up over it**: section 6.1's count, the count PyTorch's dispatcher makes of
-the package's loop, and the times measured in one run. Chapter 20 (the claims) and chapter
-21 both read it. The tables name their runs; nothing here measures time. Checked by
-``tests/book/test_book_kernel_report.py``.
-"""
+"""Chapter 21, the kernel report: what the kernels are now (read from the library's own
+docstrings and settings), the launch arithmetic against the measured loop, and every target set
+for the chunked kernels with its verdict, run by run (the runs' tables are in the other modules
+of :mod:`hymo_book.kernels`). :func:`launch_arithmetic` is the one place the book computes the
+eager loop's launches and the kernel's speed-up over it; chapters 20 and 21 both read it.
+Nothing here measures time."""
 
 from __future__ import annotations
 
@@ -19,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
 from hymo_book.kernels import forward as kernel_forward
 from hymo_book.kernels import settings as kernel_settings
 from hymo_book.kernels.arithmetic import document_launches, launches_per_step
@@ -39,7 +35,6 @@ from hymo_book.kernels.standing import (
 )
 from hymo_book.kernels.targets import DELTA_TARGETS, TARGETS, chunk_targets, kernel_only
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["OPS_FOLDERS", "kernel_files", "recipe", "on_gpu", "LAUNCH_US", "RECURRENT_RUN",

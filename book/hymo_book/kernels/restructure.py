@@ -13,7 +13,6 @@ import statistics
 
 from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["LIMIT", "ratios", "guard_table", "settings_table"]

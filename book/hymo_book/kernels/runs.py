@@ -12,7 +12,6 @@ import math
 
 from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_LONG_RUN",

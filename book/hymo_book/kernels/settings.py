@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from hymo_book.kernels.forward import DELTA_DTYPES as DTYPES  # bf16; fp32, fp32-grade products
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",

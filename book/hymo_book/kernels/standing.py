@@ -11,7 +11,6 @@ summary (:func:`hymo_book.kernels.report.targets_summary`). :func:`tf32_beside_p
 from __future__ import annotations
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["GLA_RECORD_RUN", "DELTA_RECORD_RUN", "GLA_TF32_RUN", "GLA_BF16X6_RUN",

@@ -17,7 +17,6 @@ from hymo_book.kernels.arithmetic import memory_bytes
 from hymo_book.kernels.gdn_runs import ITEMSIZE, load_reports
 from hymo_book.results import run_caption
 from hymo_book.style import backend_style
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["TARGETS", "DELTA_TARGETS", "chunk_forward_bytes", "chunk_peak_bytes", "Targets",

@@ -20,7 +20,6 @@ from hymo_book.kernels import forward as kernel_forward
 from hymo_book.kernels import settings as kernel_settings
 from hymo_book.kernels.one_product import shared_rate_ab
 from hymo_book.results import CaptionedTable, load_result
-
 from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["Tried", "TRIED", "tried_table"]
