@@ -261,24 +261,25 @@ _DELTA_NAMES = (("fwdbwd_over_kda", "delta: forward + backward / fla chunk_kda")
                 ("fwd_over_floor", "delta: forward / the copy floor"))
 
 
-def _delta_peer_rows(auto_run: dict) -> list[dict]:
-    """The delta kernel's three targets, each at its worst over the shapes and dtypes timed
-    beside chunk_kda (default products), then with the pairs "auto" (``auto_run``), then its
-    forward alone per dtype at the setting in use, worst of two shapes."""
-    _, picked = delta_entries()
-    timed = {key: entry["targets"]["chunk_triton"] for key, (_, entry) in picked.items()
-             if "fla_chunk_kda" in entry["results"]}
+def _worst_of(cases: dict[str, dict], suffix: str = "") -> list[dict]:
+    """The delta kernel's three targets, each at its worst over ``cases`` (case -> values)."""
     rows = []
     for key, label in _DELTA_NAMES:
-        where = max(timed, key=lambda k: timed[k][key])
-        rows.append(_row(label, DELTA_TARGETS[key], timed[where][key],
+        timed = {case: values[key] for case, values in cases.items() if key in values}
+        where = max(timed, key=timed.get)
+        rows.append(_row(label + suffix, DELTA_TARGETS[key], timed[where],
                          f"{where.replace('_', ' ')}, worst of {len(timed)} timed"))
-    for key, label in _DELTA_NAMES:
-        auto = {k: e["targets"]["chunk_triton"][key] for k, e in auto_run["peers"].items()
-                if key in e.get("targets", {}).get("chunk_triton", {})}
-        where = max(auto, key=auto.get)
-        rows.append(_row(f"{label}, pairs \"auto\"", DELTA_TARGETS[key], auto[where],
-                         f"{where.replace('_', ' ')}, worst of {len(auto)} timed"))
+    return rows
+
+
+def _delta_peer_rows(auto_run: dict) -> list[dict]:
+    """The delta kernel's targets beside chunk_kda (default products), with the pairs "auto"
+    (``auto_run``), and its forward alone per dtype at the setting in use."""
+    _, picked = delta_entries()
+    rows = _worst_of({key: entry["targets"]["chunk_triton"] for key, (_, entry) in picked.items()
+                      if "fla_chunk_kda" in entry["results"]})
+    rows += _worst_of({k: e.get("targets", {}).get("chunk_triton", {})
+                       for k, e in auto_run["peers"].items()}, ', pairs "auto"')
     delta_now = kernel_forward.delta_latest_forward()  # alone, the setting in use per dtype
     for key, words in (("bfloat16", "bf16"), ("float32", "fp32 (fp32-grade products)")):
         (shape, _), r = max(((k, r) for k, r in delta_now.items() if k[1] == key),
