@@ -1,4 +1,4 @@
-"""hymo_book.kernels.gdn_runs, .kernel_plots and .kernel_targets (book chapter 21, the report):
+"""hymo_book.kernels.gdn_runs, plots.kernel_benchmarks and kernels.targets (chapter 21, the report):
 runs read into tables and figures that name their run, on synthetic reports; the chunk
 kernel's predicted traffic and peak memory against the committed H200 measurements; its
 targets; the sweep; the run that timed the kernel without the dispatcher's checks."""
