@@ -120,6 +120,8 @@ WHAT = {
     "moe_dispatch_*": "one MoE layer dispatched by the loop, grouped and padded",
     "mqar_seeds_*": "associative recall: every layer layout, three seeds each",
     "optimizers_*": "AdamW against the Muon and NorMuon splits at one budget",
+    "hymo_small_docs_*": "the shipped hymo_small model trained on the Python documentation's "
+                         "sources",
     "cpu_recipe_*": "the CPU recipe: the mini model trained on the Python documentation on "
                     "two cores",
     "gpu_tests_*": "the Triton kernels' test files on the GPU (pytest's output)",
