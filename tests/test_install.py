@@ -35,7 +35,7 @@ def installed(tmp_path_factory):
     source = tmp / "source"  # a copy, so that the build leaves nothing in the repository
     shutil.copytree(REPO / "hymo_mini", source / "hymo_mini",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
     wheels = tmp / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -56,7 +56,8 @@ def installed(tmp_path_factory):
     (own / "running_environment.pth").write_text(
         "".join(f"{folder}\n" for folder in sorted(theirs) if Path(folder).is_dir()))
     _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-          "--no-index", str(wheel)], cwd=tmp)
+          "--no-index", str(wheel)], cwd=tmp, env=_env(env_dir / "bin"))  # (pip would take
+    # a hymo_mini on PYTHONPATH for the installed one)
     work = tmp / "elsewhere"
     work.mkdir()
     return python, env_dir / "bin", work

@@ -51,6 +51,7 @@ MINIMUM_VERSIONS: dict[str, tuple[str, str]] = {
     "matplotlib": ("matplotlib", "3.8"),
     "ipywidgets": ("ipywidgets", "8.1"),
     "tqdm": ("tqdm", "4.66"),
+    "safetensors": ("safetensors", "0.4"),
 }
 MINIMUM_PYTHON = "3.10"
 

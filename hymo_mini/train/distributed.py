@@ -16,8 +16,8 @@ reads its own rows of each global batch. The pieces, in the order a run meets th
   pending counts are summed over ranks before ``update_bias``), so every rank keeps the
   same bias.
 
-``fsdp_loop.py`` is the loop that uses them; ``benchmarks/FSDP_NOTES.md`` says what FSDP2
-shards and when it gathers."""
+``fsdp_loop.py`` is the loop that uses them; the book's chapter 18 shows what FSDP2 shards and
+when it gathers."""
 
 from __future__ import annotations
 
