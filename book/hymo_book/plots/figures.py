@@ -79,7 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         names = figure_names(figures, args.only, "python3 -m hymo_book.plots --list")
     except ValueError as err:
         parser.error(str(err))
-    draw_figures(figures, names, args.out)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():  # before any figure is drawn
+        parser.error(f"--out {str(out)!r}: a file is there, not a folder; choose a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        parser.error(f"--out {str(out)!r}: cannot make that folder ({err.strerror or err})")
+    draw_figures(figures, names, out)
     return 0
 
 
