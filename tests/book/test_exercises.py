@@ -61,3 +61,15 @@ def test_every_teaching_chapter_has_two_exercises(stem):
     chapter_cells(stem)  # skips a chapter not written yet
     mine = [e for e in EXERCISES.values() if e.chapter == stem]
     assert len(mine) >= 2, f"{stem} has {len(mine)} exercise(s); a teaching chapter needs two"
+
+
+def test_a_float32_answer_is_not_a_wrong_one():
+    """A correct mean computed in float32 (a learner's natural choice) passes a checker that
+    compares numbers: the tolerance is float32's, not float64's."""
+    from hymo_book.mqar import IGNORE
+
+    def in_float32(logits, targets):
+        asked = targets != IGNORE
+        return (logits.argmax(-1)[asked] == targets[asked]).float().mean()
+    result = grade(in_float32, EXERCISES["recall_accuracy"])
+    assert result.passed, result.message

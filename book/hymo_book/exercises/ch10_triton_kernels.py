@@ -1,14 +1,13 @@
-"""Exercises of chapter 10 (the Triton kernels): a kernel's pointer arithmetic for one block
-(the flat offsets ``ops.utils.tiles.load_rows`` loads), the backward of one step of the
-recurrence, as the recurrent kernel's ``_bwd_step`` computes it, one level of the delta rule
-kernel's inverse by merged blocks (``gated_delta.wy.unit_lower_inverse``), a group of
-chunk-to-chunk steps composed into one affine map (the delta state pass over groups), the chunk
-states the gla kernel's scan hands on (``gla.chunk_h.state_scan_kernel``), and the test by
-which a block's pairs are one product instead of the levels (``utils.pairs.takes_chunk``)."""
+"""Exercises of chapter 10 (the Triton kernels): one block's flat offsets
+(``ops.utils.tiles.load_rows``), the backward of one recurrent step (``_bwd_step``), one level
+of the delta inverse by merged blocks (``gated_delta.wy.unit_lower_inverse``), chunk-to-chunk
+steps composed into one affine map, the chunk states the gla scan hands on
+(``gla.chunk_h.state_scan_kernel``), and the one-product test (``utils.pairs.takes_chunk``)."""
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 
@@ -149,8 +148,7 @@ def _merge_cases():
                                   torch.zeros(4, 4, dtype=torch.float64), 1))]
 
 
-def _merge_compare(got, expected, case):
-    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-9)
+_merge_compare = partial(compare_tensors, rtol=1e-9, atol=1e-9)
 
 
 def _level_mask(n, k):
@@ -204,8 +202,7 @@ def _compose_cases():
                                                torch.zeros(3, 3, 3, dtype=torch.float64)))]
 
 
-def _compose_compare(got, expected, case):
-    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-12)
+_fp64_compare = partial(compare_tensors, rtol=1e-9, atol=1e-12)  # compose_steps, hand_on
 
 
 def _reversed_order(A, U):
@@ -258,10 +255,6 @@ def _hand_on_cases():
             Case("strong decay: the states forget h0", chunks(4, 5, 2, strong=True)),
             Case("32 chunks", chunks(32, 8, 8)),
             Case("h0 = 0", (*chunks(3, 3, 3)[:2], torch.zeros(3, 3, dtype=torch.float64)))]
-
-
-def _hand_on_compare(got, expected, case):
-    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-12)
 
 
 def _end_states(delta, decay, h0):
@@ -323,7 +316,9 @@ def _fits_cases():
             Case("one step (T = 1)", (gates[:1], -rates)),
             Case("span 10 instead of 64", (gates, -rates / 4), {"span": 10.0}),
             Case("a long block of small gates", (torch.full((256,), 0.4, dtype=torch.float64),
-                                                 -torch.tensor([0.5, 0.6], dtype=torch.float64)))]
+                                                 -torch.tensor([0.5, 0.6], dtype=torch.float64))),
+            Case("gates below zero (l falls to -40)", (torch.tensor([-30.0, -10.0, 5.0]).double(),
+                                                        -torch.tensor([3.0, 4.0, 6.0]).double()))]
 
 
 def _exact_answer(got, expected, case):
@@ -342,6 +337,10 @@ def _natural_base(g, A, span=64.0):
 
 def _end_of_the_block(g, A, span=64.0):
     return bool(g.sum().abs() * (A.max() - A.min()) / math.log(2) <= span)  # l_end, not max |l|
+
+
+def _largest_not_absolute(g, A, span=64.0):
+    return bool(g.cumsum(0).max() * (A.max() - A.min()) / math.log(2) <= span)  # max l, not |l|
 
 
 def _fastest_rate(g, A, span=64.0):
@@ -375,14 +374,14 @@ EXERCISES = [
     ),
     Exercise(
         name="compose_steps", chapter="10_triton_kernels", cases=_compose_cases,
-        oracle=_compose_oracle, compare=_compose_compare,
+        oracle=_compose_oracle, compare=_fp64_compare,
         wrong=[(_reversed_order, "case a group of 4 steps, S = D = 3: output 0 differs"),
                (_offsets_not_carried, "case a group of 4 steps, S = D = 3: output 1 differs"),
                (_offset_before_step, "case a group of 4 steps, S = D = 3: output 1 differs")],
     ),
     Exercise(
         name="hand_on", chapter="10_triton_kernels", cases=_hand_on_cases,
-        oracle=_hand_on_oracle, compare=_hand_on_compare,
+        oracle=_hand_on_oracle, compare=_fp64_compare,
         wrong=[(_end_states, "case 5 chunks, S = 4, D = 3: output 0 differs"),
                (_decay_after_the_write, "case 5 chunks, S = 4, D = 3: output 0 differs"),
                (_decay_on_the_wrong_side, "case 5 chunks, S = 4, D = 3 raised RuntimeError")],
@@ -394,6 +393,8 @@ EXERCISES = [
                (_end_of_the_block, "case a gate that swings back (largest |l| mid-block): "
                                    "expected False, got True"),
                (_fastest_rate, "case one fast rate on every key (1,000): expected True, "
-                               "got False")],
+                               "got False"),
+               (_largest_not_absolute, "case gates below zero (l falls to -40): expected False, "
+                                       "got True")],
     ),
 ]
