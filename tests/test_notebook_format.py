@@ -41,3 +41,16 @@ def test_normalize_does_what_jupyterlab_does():
     assert nb.metadata["kernelspec"] == KERNELSPEC and "execution" not in cell.metadata
     assert cell.outputs[0]["data"]["text/plain"] == WIDGET_TEXT
     assert json.loads(nbformat.writes(nb))["cells"][0]["outputs"][0]["data"][WIDGET_MIME]
+
+
+@pytest.mark.parametrize("path", chapters(), ids=lambda p: p.name)
+def test_math_names_render_on_the_site(path):
+    """MathJax does not read macros inside ``\\text{...}``, so ``\\text{start\\_pos}`` would
+    show its backslash; a name with an underscore goes in ``\\mathrm{...}``, where ``\\_`` is
+    the underscore."""
+    import re
+
+    cells = nbformat.read(path, as_version=4).cells
+    found = [m for c in cells if c.cell_type == "markdown"
+             for m in re.findall(r"\\text\{[^}]*\\_[^}]*\}", c.source)]
+    assert not found, found
