@@ -171,7 +171,7 @@ def _train(args, argv: list[str]) -> int:
     import torch
 
     from hymo_mini.data import load_corpus
-    from hymo_mini.train import CheckpointError, TrainingInterrupted, load_checkpoint, train
+    from hymo_mini.train import CheckpointError, TrainingInterrupted, train
 
     device = parse_device(args.device)
     if args.threads is not None:
@@ -186,18 +186,14 @@ def _train(args, argv: list[str]) -> int:
         raise CommandLineError("--activation-checkpointing is a switch of --distributed "
                                "training; without it set model.gradient_checkpointing")
     from hymo_mini.train.curves import loss_curve, save_figure
-    from hymo_mini.train.loop import check_sizes, check_steps
+    from hymo_mini.train.loop import check_resume, check_sizes, check_steps
 
     steps = check_steps(config, args.steps)
     checkpoint = out / "checkpoint.pt"
     if not args.resume and checkpoint.exists():
         raise CheckpointError(f"{str(checkpoint)!r} exists: pass --resume to continue "
                               "that run, or choose another --out")
-    if args.resume:  # the checkpoint is checked now; train() loads it again for the run
-        saved = load_checkpoint(checkpoint, config)["step"]
-        if saved >= steps:
-            raise CheckpointError(f"{str(checkpoint)!r} is already at step {saved}; ask for "
-                                  f"more --steps (at most max_steps={config.training.max_steps})")
+    check_resume(config, out, args.resume, steps)
     if args.max_bytes <= 0:
         raise CommandLineError(f"--max-bytes must be a positive number of bytes, got "
                                f"{args.max_bytes}; the default is {DEFAULT_MAX_BYTES:,}")

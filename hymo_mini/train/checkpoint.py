@@ -76,16 +76,17 @@ def save_checkpoint(path, model, optimizer, step: int, history: dict,
     return path
 
 
-def load_checkpoint(path, config: HyMoConfig | None = None) -> dict:
+def load_checkpoint(path, config: HyMoConfig | None = None, mmap: bool = False) -> dict:
     """Read a checkpoint; with ``config``, raise :class:`CheckpointError` unless it was
-    written for exactly that config. The returned dict has a ``config`` HyMoConfig."""
+    written for exactly that config. The returned dict has a ``config`` HyMoConfig.
+    ``mmap``: map the tensors instead of reading them (a check that needs only the rest)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {str(path)!r}")
     try:
         with warnings.catch_warnings():  # a foreign file's pickle protocol is not news
             warnings.simplefilter("ignore", UserWarning)
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - whatever the reader says, one of two causes
         if isinstance(err, pickle.UnpicklingError) and "Unsupported global" in str(err):
             raise CheckpointError(f"{str(path)!r} holds objects other than tensors and plain "

@@ -38,7 +38,8 @@ from hymo_mini.optim.schedule import wsd_multiplier
 from hymo_mini.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 __all__ = ["TrainResult", "TrainingInterrupted", "evaluate", "train", "RunState", "TrainingLog",
-           "check_steps", "check_sizes", "set_learning_rate", "run_steps", "train_result"]
+           "check_steps", "check_sizes", "check_resume", "set_learning_rate", "run_steps",
+           "train_result"]
 
 
 @dataclass
@@ -123,11 +124,28 @@ def check_steps(config: HyMoConfig, steps: int | None) -> int:
     return steps
 
 
+def check_resume(config: HyMoConfig, out_dir, resume: bool, steps: int) -> int | None:
+    """The step of ``out_dir/checkpoint.pt`` to resume from, or None without ``resume``; a
+    :class:`CheckpointError` when there is none, or it is another config's or done. Only
+    the step and the config are read (the tensors are mapped), so it is cheap to call
+    before any work."""
+    if not resume:
+        return None
+    if out_dir is None:
+        raise CheckpointError("resume=True needs out_dir (the folder of checkpoint.pt)")
+    path = Path(out_dir) / "checkpoint.pt"
+    saved = load_checkpoint(path, config, mmap=True)["step"]
+    if saved >= steps:
+        raise CheckpointError(f"{str(path)!r} is already at step {saved}; ask for more steps "
+                              f"(at most max_steps={config.training.max_steps})")
+    return saved
+
+
 def _prepare(config, corpus, steps, out_dir, resume, device, model) -> RunState:
-    tc = config.training
     steps = check_steps(config, steps)
     corpus = load_corpus() if corpus is None else corpus
     check_sizes(config, corpus)
+    check_resume(config, out_dir, resume, steps)
     device = torch.device(device)
     torch.manual_seed(config.run.seed)
     model = (build_hymo(config) if model is None else model).to(device)
@@ -135,16 +153,11 @@ def _prepare(config, corpus, steps, out_dir, resume, device, model) -> RunState:
                corpus.to(device), device, steps)  # batches are cut on the device
     run.ckpt_path = None if out_dir is None else Path(out_dir) / "checkpoint.pt"
     if resume:
-        if run.ckpt_path is None:
-            raise CheckpointError("resume=True needs out_dir (the folder of checkpoint.pt)")
         payload = load_checkpoint(run.ckpt_path, config)
         model.load_state_dict(payload["model"])
         run.optimizer.load_state_dict(payload["optimizer"])
         run.history, run.start = payload["history"], payload["step"]
         run.saved_step = run.start
-        if run.start >= steps:
-            raise CheckpointError(f"the checkpoint is already at step {run.start}; ask for "
-                                  f"more steps (at most max_steps={tc.max_steps})")
     return run
 
 
