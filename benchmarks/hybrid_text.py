@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.record import header, out_path  # noqa: E402
+from benchmarks.train_step_cases import matched_layers  # noqa: E402
 from hymo_mini.analysis.params import count_params  # noqa: E402
 from hymo_mini.config import load_config, replace  # noqa: E402
 from hymo_mini.data import load_corpus  # noqa: E402
@@ -110,10 +111,10 @@ def llama_model(config, target: int, device):
                           max_position_embeddings=m.max_seq_len, tie_word_embeddings=False)
         return LlamaForCausalLM(cfg)
 
-    with torch.device("meta"):
-        sizes = [sum(p.numel() for p in make(n).parameters()) for n in (1, 2)]
-    per_layer, rest = sizes[1] - sizes[0], 2 * sizes[0] - sizes[1]
-    layers = max(1, (target - rest) // per_layer)
+    def size(layers):  # parameters, embeddings included, counted on the meta device
+        with torch.device("meta"):
+            return sum(p.numel() for p in make(layers).parameters())
+    layers = matched_layers(size, target)
     return make(layers).to(device), layers
 
 
