@@ -41,6 +41,8 @@ PRODUCERS = {
     "gated_delta": "python3 benchmarks/gated_delta.py --out benchmarks/out/{name}",
     "moe_dispatch": "python3 benchmarks/moe_dispatch.py --out benchmarks/out/{name}",
     "mqar_seeds": "python3 benchmarks/mqar_seeds.py --out benchmarks/out/{name}",
+    "hybrid_text": "python3 benchmarks/hybrid_text.py --data data/python-docs --out "
+                   "benchmarks/out/{name}",
     "mqar_": "python3 benchmarks/mqar.py --out benchmarks/out/{name}",
     "fsdp_": "python3 benchmarks/fsdp_one_gpu.py --out benchmarks/out/{name}",
     "train_step": "python3 benchmarks/train_step.py --out benchmarks/out/{name}",

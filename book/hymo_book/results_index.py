@@ -118,7 +118,11 @@ WHAT = {
                     "peers",
     "fsdp_*": "FSDP2 in a process group of one against the plain step",
     "moe_dispatch_*": "one MoE layer dispatched by the loop, grouped and padded",
+    "mqar_seeds_3000_*": "associative recall at three times the steps: four layouts, four seeds",
     "mqar_seeds_*": "associative recall: every layer layout, three seeds each",
+    "hybrid_text_throughput_*": "the real-text layouts' training speed, the GPU to itself",
+    "hybrid_text_*": "the real-text comparison: hymo_small's layouts and a Llama of its size, "
+                     "three seeds each, on the Python documentation",
     "optimizers_*": "AdamW against the Muon and NorMuon splits at one budget",
     "hymo_small_docs_*": "the shipped hymo_small model trained on the Python documentation's "
                          "sources",

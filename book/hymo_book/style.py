@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Style", "BACKENDS", "OLD_BACKEND_NAMES", "MQAR_VARIANTS", "OPTIMIZERS",
+__all__ = ["Style", "BACKENDS", "OLD_BACKEND_NAMES", "MQAR_VARIANTS", "TEXT_LAYOUTS", "OPTIMIZERS",
            "RECALL_RULES", "DOCUMENT_BAR", "canonical_backend", "backend_style", "style"]
 
 
@@ -70,6 +70,17 @@ MQAR_VARIANTS: dict[str, Style] = {
     "3:1 MLA last (delta)": Style("3:1 MLA last (delta)", "C2", "^", "-"),
 }
 
+# the layouts of the real-text experiment (benchmarks/hybrid_text.py), marked as their MQAR
+# counterparts are; the Llama baseline in grey
+TEXT_LAYOUTS: dict[str, Style] = {
+    "hybrid_last": Style("3:1, MLA last (gla)", "C2", "^", "--"),
+    "hybrid_first": Style("3:1, MLA first (gla)", "C1", "v", "--"),
+    "gdn_gla": Style("all GDN (gla)", "C0", "o", "--"),
+    "gdn_delta": Style("all GDN (delta)", "C0", "o", "-"),
+    "mla": Style("all MLA", "C3", "s", "-"),
+    "llama": Style("Llama (Hugging Face)", "C7", "D", ":"),
+}
+
 OPTIMIZERS: dict[str, Style] = {
     "adamw": Style("AdamW on everything", "C0", "o", "-"),
     "muon": Style("Muon (MLA + GDN matrices) + AdamW", "C3", "s", "--"),
@@ -83,8 +94,8 @@ RECALL_RULES: dict[str, Style] = {
     "attention": Style("attention over the stored pairs (MLA)", "C3", "^", "-"),
 }
 
-_GROUPS = {"backend": BACKENDS, "mqar": MQAR_VARIANTS, "optimizer": OPTIMIZERS,
-           "recall": RECALL_RULES}
+_GROUPS = {"backend": BACKENDS, "mqar": MQAR_VARIANTS, "text": TEXT_LAYOUTS,
+           "optimizer": OPTIMIZERS, "recall": RECALL_RULES}
 
 
 def canonical_backend(name: str) -> str:
@@ -93,7 +104,8 @@ def canonical_backend(name: str) -> str:
 
 
 def style(group: str, name: str) -> Style:
-    """The style of series ``name`` in ``group`` ("backend", "mqar", "optimizer", "recall");
+    """The style of series ``name`` in ``group`` ("backend", "mqar", "text", "optimizer",
+    "recall");
     a name without one is an error, so that no figure falls back to a look-alike."""
     if group not in _GROUPS:
         raise KeyError(f"group must be one of {sorted(_GROUPS)}, got {group!r}")

@@ -14,6 +14,7 @@ measured runs'.
     lr_schedule.py    the warmup-stable-decay learning rate (17)
     optimizers.py     AdamW against Muon and NorMuon at one budget, measured on a CPU (17)
     mqar.py           the recall experiment's accuracies and the state's capacity (19)
+    hybrid_text.py    the layouts trained on English: bits per byte, loss by position (19)
     kernel_benchmarks.py  the GDN kernels against the loop and fla, measured on a GPU (21)
     figures.py        the registry that redraws the repository's figures/
 
