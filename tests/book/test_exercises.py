@@ -101,7 +101,7 @@ def test_a_mistake_outside_the_catalogue_is_named_by_its_shape():
     assert pattern_cause(square.T, square).startswith("transpose")
     ramp = torch.arange(1.0, 6.0) ** 2  # got[i + 1] == expected[i]
     assert pattern_cause(torch.cat([ramp[:1], ramp[:-1]]), ramp).startswith(
-        "put each value one position later along axis 0")
+        "shift by one position along axis 0 (your value at i + 1 is the expected one at i")
     assert pattern_cause(torch.tensor([1.0, 7.0, 2.0]), torch.tensor([1.0, 2.0, 3.0])) is None
     assert pattern_cause(torch.tensor(5.0), torch.tensor(3.0)) is None  # any two numbers
 

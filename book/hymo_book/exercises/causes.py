@@ -7,7 +7,8 @@ Two ways to recognise a mistake:
   the output of one of them, the message asks about that mistake ("did you forget eps?").
 - **the shape of the difference**, for any tensor answer: every value has the wrong sign,
   the answer is the transpose of the expected one, every value is the same multiple of the
-  expected one (a missing scale), or the answer is the expected one moved by one position.
+  expected one (a missing scale), or the answer is the expected one moved by one position
+  along an axis.
 
 The cause is a verb phrase that completes "did you ...?"; :func:`with_cause` appends it.
 """
@@ -61,9 +62,10 @@ def catalogued_cause(fn: Callable, exercise, case, got) -> str | None:
     """The mistake of every catalogued wrong answer whose outcome on ``case`` is ``got``;
     where several agree there, those that also agree with ``fn`` on every case."""
     named = [(entry[0], entry[2]) for entry in exercise.wrong if len(entry) > 2]
+    cases = list(exercise.cases())  # fresh inputs, in case the learner's code changed them
+    case = next((k for k in cases if k.name == case.name), case)
     alike = [(wrong, cause) for wrong, cause in named if same_output(outcome(wrong, case), got)]
     if len(alike) > 1:
-        cases = list(exercise.cases())
         everywhere = [(w, c) for w, c in alike
                       if all(same_output(outcome(w, k), outcome(fn, k)) for k in cases)]
         alike = everywhere or alike
@@ -72,7 +74,12 @@ def catalogued_cause(fn: Callable, exercise, case, got) -> str | None:
 
 
 def pattern_cause(got, expected) -> str | None:
-    """A cause read off the difference between two tensors of numbers, or None."""
+    """A cause read off the difference between two tensors of numbers (the first pair that
+    differs, for tuples of them), or None."""
+    if isinstance(got, tuple | list) and isinstance(expected, tuple | list) and not all(
+            isinstance(x, int | float) for x in [*got, *expected]):
+        pairs = [(g, e) for g, e in zip(got, expected, strict=False) if not same_output(g, e)]
+        return pattern_cause(*pairs[0]) if len(got) == len(expected) and pairs else None
     try:
         got, expected = torch.as_tensor(got), torch.as_tensor(expected)
     except (TypeError, ValueError, RuntimeError):
@@ -114,12 +121,12 @@ def shift_cause(got, expected, close) -> str | None:
     """Whether ``got`` is ``expected`` moved by one position along some axis."""
     for axis in range(got.dim()):
         n = got.shape[axis]
-        if n < 3:
-            continue
-        for step, word in ((1, "later"), (-1, "earlier")):
+        if n < 3 or close(expected.narrow(axis, 1, n - 1), expected.narrow(axis, 0, n - 1)):
+            continue  # too short, or the same after a shift
+        for step, mine, theirs in ((1, "i + 1", "i"), (-1, "i", "i + 1")):
             moved = got.narrow(axis, max(step, 0), n - 1)
             kept = expected.narrow(axis, max(-step, 0), n - 1)
             if close(moved, kept):
-                return (f"put each value one position {word} along axis {axis} "
-                        "(an off-by-one index)")
+                return (f"shift by one position along axis {axis} (your value at {mine} is the "
+                        f"expected one at {theirs}: an off-by-one index)")
     return None
