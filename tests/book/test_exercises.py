@@ -14,7 +14,8 @@ from hymo_book.exercises.causes import pattern_cause, with_cause
 
 EXERCISES = registry()
 NOT_TEACHING = {"00_environment"} | set(dict(PARTS)["Reports"])
-# Chapter 10's Triton exercises catalogue fragments of their messages, without a cause.
+# Chapter 10's catalogue gives fragments of its messages and no causes (yet): every other
+# exercise catalogues whole messages with the cause each names.
 WHOLE_MESSAGES = sorted(n for n, e in EXERCISES.items() if e.chapter != "10_triton_kernels")
 
 

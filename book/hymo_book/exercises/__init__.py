@@ -18,9 +18,10 @@ dropdown on the site), a worked solution followed by ``check(rotate_pair)`` agai
 Each chapter's exercises live in one module of this package (``ch04_rope.py``, ...), each
 an :class:`Exercise` in a module-level list ``EXERCISES``; they are found by module name,
 so chapters can add theirs without editing this file. Every exercise also lists plausible
-wrong answers with the message ``check`` must give them; the tests run every checker
-against its chapter's solution (must pass) and against each wrong answer (must fail with
-that message).
+wrong answers with the message ``check`` must give them and the mistake each makes; the
+tests run every checker against its chapter's solution (must pass) and against each wrong
+answer (must fail with that message). A failure names its likely cause: the catalogued
+mistake whose output the learner's matches, or the shape of the difference (``causes``).
 """
 
 from __future__ import annotations
