@@ -92,8 +92,8 @@ def test_a_float32_answer_is_not_a_wrong_one():
 
 
 def test_a_mistake_outside_the_catalogue_is_named_by_its_shape():
-    """A sign flipped, a transpose, a missing factor and an off-by-one shift are recognised
-    in any tensor answer; an unrelated difference gets no cause."""
+    """A sign flipped, a transpose, a missing factor, an off-by-one shift and an inverted
+    mask are recognised in any tensor answer; an unrelated difference gets no cause."""
     expected = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.5]])
     assert pattern_cause(-expected, expected).startswith("flip a sign")
     assert pattern_cause(expected * 0.125, expected).startswith("miss a factor (the answer is "
@@ -103,6 +103,8 @@ def test_a_mistake_outside_the_catalogue_is_named_by_its_shape():
     ramp = torch.arange(1.0, 6.0) ** 2  # got[i + 1] == expected[i]
     assert pattern_cause(torch.cat([ramp[:1], ramp[:-1]]), ramp).startswith(
         "shift by one position along axis 0 (your value at i + 1 is the expected one at i")
+    mask = torch.tensor([[True, False], [True, True]])
+    assert pattern_cause(~mask, mask).startswith("invert the mask")
     assert pattern_cause(torch.tensor([1.0, 7.0, 2.0]), torch.tensor([1.0, 2.0, 3.0])) is None
     assert pattern_cause(torch.tensor(5.0), torch.tensor(3.0)) is None  # any two numbers
 

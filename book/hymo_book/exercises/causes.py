@@ -5,10 +5,10 @@ Two ways to recognise a mistake:
 - **the catalogue**: an exercise lists plausible wrong answers, each with the mistake it
   makes (``(wrong_fn, message, cause)``). When the learner's output on the failing case is
   the output of one of them, the message asks about that mistake ("did you forget eps?").
-- **the shape of the difference**, for any tensor answer: every value has the wrong sign,
-  the answer is the transpose of the expected one, every value is the same multiple of the
-  expected one (a missing scale), or the answer is the expected one moved by one position
-  along an axis.
+- **the shape of the difference**, for any tensor answer: a mask inverted, every value
+  with the wrong sign, the transpose of the expected answer, every value the same multiple
+  of the expected one (a missing scale), or the expected answer moved by one position
+  along an axis (an off-by-one index).
 
 The cause is a verb phrase that completes "did you ...?"; :func:`with_cause` appends it.
 """
@@ -85,6 +85,8 @@ def pattern_cause(got, expected) -> str | None:
     except (TypeError, ValueError, RuntimeError):
         return None
     if torch.bool in (got.dtype, expected.dtype):
+        if got.shape == expected.shape and got.numel() and bool((got != expected).all()):
+            return "invert the mask (every entry is the opposite of the expected one)"
         return None
     numbers = got.dtype.is_floating_point or expected.dtype.is_floating_point
     got, expected = got.double(), expected.double()
