@@ -128,6 +128,13 @@ def test_a_learners_mistake_gets_its_catalogued_cause():
         "— did you give head i the group i % g (heads come in blocks: head i reads group "
         "i // (h / g))?"), result.message
 
+    def keys_only_as_a_float(n_kv_heads, head_dim, v_head_dim, n_tokens, n_layers=1,
+                             dtype_bytes=2):  # two catalogued answers agree on the first case
+        return float(n_layers * n_tokens * n_kv_heads * head_dim * dtype_bytes)
+    result = grade(keys_only_as_a_float, EXERCISES["kv_cache_bytes"])
+    assert result.message.endswith("— did you cache the keys only (each token keeps a key and "
+                                   "a value)?"), result.message
+
 
 def test_a_float_answer_is_compared_within_float32():
     """Every exercise whose answers are floats: the solution run in float32 (its float64

@@ -50,10 +50,10 @@ def same_output(a, b) -> bool:
         ta, tb = torch.as_tensor(a), torch.as_tensor(b)
     except (TypeError, ValueError, RuntimeError):
         return a == b
-    if ta.shape != tb.shape or ta.dtype.is_floating_point != tb.dtype.is_floating_point:
+    if ta.shape != tb.shape or (ta.dtype == torch.bool) != (tb.dtype == torch.bool):
         return False
-    if not ta.dtype.is_floating_point:
-        return bool(torch.equal(ta, tb))
+    if not (ta.dtype.is_floating_point or tb.dtype.is_floating_point):
+        return bool(torch.equal(ta, tb))  # integers and masks: exactly
     return bool(torch.allclose(ta.double(), tb.double(), rtol=SAME_RTOL, atol=SAME_ATOL,
                                equal_nan=True))
 
