@@ -18,9 +18,10 @@ dropdown on the site), a worked solution followed by ``check(rotate_pair)`` agai
 Each chapter's exercises live in one module of this package (``ch04_rope.py``, ...), each
 an :class:`Exercise` in a module-level list ``EXERCISES``; they are found by module name,
 so chapters can add theirs without editing this file. Every exercise also lists plausible
-wrong answers with the message ``check`` must give them; the tests run every checker
-against its chapter's solution (must pass) and against each wrong answer (must fail with
-that message).
+wrong answers with the message ``check`` must give them and the mistake each makes; the
+tests run every checker against its chapter's solution (must pass) and against each wrong
+answer (must fail with that message). A failure names its likely cause: the catalogued
+mistake whose output the learner's matches, or the shape of the difference (``causes``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from hymo_book.exercises import causes
 
 __all__ = ["Case", "Exercise", "Result", "check", "grade", "registry", "compare_tensors"]
 
@@ -52,14 +55,16 @@ class Exercise:
     """``name`` is the function the learner writes; ``cases()`` the inputs (random and
     awkward), ``oracle`` the reference, ``compare(got, expected, case) -> str | None`` the
     one-line complaint (None when right); ``wrong`` the plausible wrong answers, each with
-    a fragment of the message ``check`` must give it."""
+    the message ``check`` must give it (or a fragment of it) and, third, the mistake it
+    makes as a phrase that completes "did you ...?" (the cause ``check`` names when a
+    learner's output on the failing case is that wrong answer's)."""
 
     name: str
     chapter: str
     cases: Callable[[], Iterable[Case]]
     oracle: Callable | None = None
     compare: Callable[[Any, Any, Case], str | None] | None = None
-    wrong: list[tuple[Callable, str]] = field(default_factory=list)
+    wrong: list[tuple] = field(default_factory=list)
 
     def expected(self, case: Case):
         if case.expected is not None:
@@ -111,8 +116,10 @@ def compare_tensors(got, expected, case: Case, *, rtol: float = 1e-5, atol: floa
     bad = ~torch.isclose(got, expected, rtol=rtol, atol=atol, equal_nan=False)
     if bad.any():
         where = tuple(int(i) for i in bad.nonzero()[0])
+        g, e = got[where].item(), expected[where].item()
+        digits = 6 if f"{g:.6g}" != f"{e:.6g}" else 9  # never two equal numbers
         return (f"case {case.name}: {what} differs at position {where}: got "
-                f"{got[where].item():.6g}, expected {expected[where].item():.6g}")
+                f"{g:.{digits}g}, expected {e:.{digits}g}")
     return None
 
 
@@ -152,7 +159,8 @@ def check(fn: Callable, name: str | None = None) -> Result:
 
 
 def grade(fn: Callable, exercise: Exercise) -> Result:
-    """``check`` for a given exercise: the learner's function on every case."""
+    """``check`` for a given exercise: the learner's function on every case. A failure's
+    message ends with its likely cause where one is recognised (see ``causes``)."""
     if _not_written(fn):
         return Result(exercise.name, False, f"{exercise.name}: not written yet (its body is "
                                             "`...`)")
@@ -163,11 +171,16 @@ def grade(fn: Callable, exercise: Exercise) -> Result:
         try:
             got = fn(*case.args, **case.kwargs)
         except Exception as err:  # noqa: BLE001 - the learner's code may raise anything
-            return Result(exercise.name, False, f"{exercise.name}: case {case.name} raised "
-                                                f"{type(err).__name__}: {err}")
+            cause = causes.catalogued_cause(fn, exercise, case, causes.RaisedError(
+                type(err).__name__))
+            return Result(exercise.name, False, causes.with_cause(
+                f"{exercise.name}: case {case.name} raised {type(err).__name__}: {err}", cause))
         if got is None and expected is not None:
             return Result(exercise.name, False, f"{exercise.name}: case {case.name} returned "
                                                 "None (not written yet?)")
         if (msg := compare(got, expected, case)):
-            return Result(exercise.name, False, f"{exercise.name}: {msg}")
+            cause = (causes.catalogued_cause(fn, exercise, case, got)
+                     or causes.pattern_cause(got, expected))
+            return Result(exercise.name, False, causes.with_cause(f"{exercise.name}: {msg}",
+                                                                  cause))
     return Result(exercise.name, True, f"{exercise.name}: all {len(cases)} cases pass")

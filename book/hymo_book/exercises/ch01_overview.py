@@ -110,17 +110,40 @@ EXERCISES = [
     Exercise(
         name="mla_layers", chapter="01_overview", cases=_mla_layers_cases,
         oracle=_mla_layers_oracle, compare=_compare_layers,
-        wrong=[(_ignores_position, "case production, MLA last: MLA layers should be (3, 7"),
-               (_counts_groups_from_the_end,
-                "case 10 layers: an incomplete last group, MLA last: MLA layers should be (3, 7)"),
-               (_divides_by_zero, "case no MLA layer (mla_every=0) raised ZeroDivisionError")],
+        wrong=[
+            (_ignores_position,
+             "case production, MLA last: MLA layers should be (3, 7, 11, 15, 19, 23, 27, 31), got "
+             "(0, 4, 8, 12, 16, 20, 24, 28)",
+             "ignore mla_position (with \"last\" the MLA layer ends each group of mla_every "
+             "layers)"),
+            (_counts_groups_from_the_end,
+             "case 10 layers: an incomplete last group, MLA last: MLA layers should be (3, 7), "
+             "got (1, 5, 9)",
+             "count the groups back from the stack's last layer (they start at layer 0, and an "
+             "incomplete last group has no MLA layer)"),
+            (_divides_by_zero,
+             "case no MLA layer (mla_every=0) raised ZeroDivisionError: integer modulo by zero",
+             "divide by mla_every when it is 0 (0 means no MLA layer at all)")],
     ),
     Exercise(
         name="stack_kv_bytes_per_token", chapter="01_overview", cases=_kv_cases,
         oracle=_kv_oracle, compare=_compare_bytes,
-        wrong=[(_every_layer, "case production: expected 2,560 bytes per token, got 10,240"),
-               (_no_rotary_key, "case production: expected 2,560 bytes per token, got 2,048"),
-               (_layers_by_division, "case 10 layers, MLA first (3 MLA layers): expected"),
-               (_mha_cache, "case production: expected 2,560 bytes per token, got 65,536")],
+        wrong=[
+            (_every_layer,
+             "case production: expected 2,560 bytes per token, got 10,240",
+             "count every layer (only the MLA layers keep a cache that grows; a GDN layer keeps "
+             "a fixed state)"),
+            (_no_rotary_key,
+             "case production: expected 2,560 bytes per token, got 2,048",
+             "leave out the rotary key (each token caches kv_lora_rank + qk_rope_head_dim "
+             "values)"),
+            (_layers_by_division,
+             "case 10 layers, MLA first (3 MLA layers): expected 960 bytes per token, got 640",
+             "count the MLA layers as n_layers // mla_every (an incomplete last group can hold "
+             "one: count mla_positions)"),
+            (_mha_cache,
+             "case production: expected 2,560 bytes per token, got 65,536",
+             "cache a key and a value per head as MHA does (MLA caches the latent and one rotary "
+             "key)")],
     ),
 ]

@@ -117,22 +117,34 @@ EXERCISES = [
     Exercise(
         name="derived_fields", chapter="02_configuration", cases=_derived_cases,
         oracle=_derived_oracle, compare=_compare_derived,
-        wrong=[(_no_defaults, "case production defaults (an empty mapping) raised KeyError"),
-               (_heads_from_the_state,
-                "case the mini preset's fields: gdn_n_heads should be 4, got 2"),
-               (_groups_upside_down,  # right by coincidence on both presets
-                "case one key-value group for all query heads: heads_per_group should be 16, "
-                "got 1")],
+        wrong=[
+            (_no_defaults,
+             "case production defaults (an empty mapping) raised KeyError: 'head_dim'",
+             "read every field from the mapping (a field it leaves out takes ModelConfig's "
+             "default)"),
+            (_heads_from_the_state,
+             "case the mini preset's fields: gdn_n_heads should be 4, got 2",
+             "divide gdn_d_inner by gdn_d_state (a head is gdn_headdim wide)"),
+            (_groups_upside_down,
+             "case one key-value group for all query heads: heads_per_group should be 16, got 1",
+             "take n_kv_groups as the heads per group (it is n_heads // n_kv_groups)")],
     ),
     Exercise(
         name="slots_per_expert", chapter="02_configuration", cases=_slots_cases,
         oracle=_slots_oracle, compare=_compare_slots,
-        wrong=[(_floors, "case a fraction rounds up (1.875 -> 2): expected 2 slots per expert, "
-                         "got 1"),
-               (_forgets_top_k, "case production batch (4 × 4096 tokens, top-2 of 16): expected "
-                                "3,072 slots per expert, got 1,536"),
-               (_no_floor_of_one, "case an empty batch still gets one slot: expected 1"),
-               (_rounds, "case capacity factor below 1 (62.5 -> 63): expected 63 slots per "
-                         "expert, got 62")],
+        wrong=[
+            (_floors,
+             "case a fraction rounds up (1.875 -> 2): expected 2 slots per expert, got 1",
+             "round down (a fraction of a slot rounds up: math.ceil)"),
+            (_forgets_top_k,
+             "case production batch (4 × 4096 tokens, top-2 of 16): expected 3,072 slots per "
+             "expert, got 1,536",
+             "leave out top_k (each token sends top_k assignments)"),
+            (_no_floor_of_one,
+             "case an empty batch still gets one slot: expected 1 slots per expert, got 0",
+             "leave out the floor of one slot (max(1, ...))"),
+            (_rounds,
+             "case capacity factor below 1 (62.5 -> 63): expected 63 slots per expert, got 62",
+             "round to the nearest (a fraction of a slot rounds up: math.ceil)")],
     ),
 ]

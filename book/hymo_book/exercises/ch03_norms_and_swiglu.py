@@ -143,23 +143,55 @@ EXERCISES = [
     Exercise(
         name="rms_norm", chapter="03_norms_and_swiglu", cases=_rms_norm_cases,
         oracle=_rms_norm_oracle, compare=_compare_rms,
-        wrong=[(_no_eps, "case a zero vector (eps keeps it finite): output differs at position "
-                         "(0, 0): got nan, expected 0"),
-               (_eps_outside_the_root, "case a tiny vector (eps dominates): output differs"),
-               (_divides_by_the_norm, "case random (2, 5, 16): output differs"),
-               (_flattens_with_view, "case a non-contiguous input (transposed) raised "
-                                     "RuntimeError"),
-               (_squares_in_fp16, "case fp16 values whose squares overflow fp16: output "
-                                  "differs at position (0, 0)"),
-               (_ignores_weight, "case random (2, 5, 16): output differs")],
+        wrong=[
+            (_no_eps,
+             "case a zero vector (eps keeps it finite): output differs at position (0, 0): got "
+             "nan, expected 0",
+             "leave out eps (a zero vector then divides 0 by 0)"),
+            (_eps_outside_the_root,
+             "case a tiny vector (eps dominates): output differs at position (0, 0): got "
+             "0.990099, expected 0.0995037",
+             "add eps outside the square root (it goes inside: rsqrt(mean(x²) + eps))"),
+            (_divides_by_the_norm,
+             "case random (2, 5, 16): output differs at position (0, 0, 0): got -0.00419539, "
+             "expected -0.0167816",
+             "divide by the norm (the sum of the squares) instead of the root mean square (their "
+             "mean)"),
+            (_flattens_with_view,
+             "case a non-contiguous input (transposed) raised RuntimeError: view size is not "
+             "compatible with input tensor's size and stride (at least one dimension spans across "
+             "two contiguous subspaces). Use .reshape(...) instead.",
+             "flatten with view (a non-contiguous input needs reshape)"),
+            (_squares_in_fp16,
+             "case fp16 values whose squares overflow fp16: output differs at position (0, 0): "
+             "got 0, expected 0.143188",
+             "square in fp16 (a square of a few hundred overflows fp16: compute in float32, then "
+             "cast back)"),
+            (_ignores_weight,
+             "case random (2, 5, 16): output differs at position (0, 0, 0): got 0.218954, "
+             "expected -0.0167816",
+             "leave out the weight")],
     ),
     Exercise(
         name="swiglu", chapter="03_norms_and_swiglu", cases=_swiglu_cases,
         oracle=_swiglu_oracle, compare=_compare_swiglu,
-        wrong=[(_gate_on_the_up_projection, "case random (2, 5, 8), inter 12: output differs"),
-               (_relu_gate, "case random (2, 5, 8), inter 12: output differs"),
-               (_no_transpose, "case random (2, 5, 8), inter 12 raised RuntimeError"),
-               (_exp_over_one_plus_exp, "case big pre-activations (hundreds): output differs "
-                                        "at position")],
+        wrong=[
+            (_gate_on_the_up_projection,
+             "case random (2, 5, 8), inter 12: output differs at position (0, 0, 0): got "
+             "-0.955148, expected 0.274221",
+             "put SiLU on the up projection (the gate is silu(x @ w1.T), times x @ w3.T)"),
+            (_relu_gate,
+             "case random (2, 5, 8), inter 12: output differs at position (0, 0, 0): got "
+             "0.286192, expected 0.274221",
+             "gate with ReLU instead of SiLU"),
+            (_no_transpose,
+             "case random (2, 5, 8), inter 12 raised RuntimeError: mat1 and mat2 shapes cannot be "
+             "multiplied (10x8 and 12x8)",
+             "multiply by the weights untransposed (a Linear computes x @ w.T)"),
+            (_exp_over_one_plus_exp,
+             "case big pre-activations (hundreds): output differs at position (0, 0): got nan, "
+             "expected 471319",
+             "write SiLU as a·exp(a) / (1 + exp(a)) (exp overflows for large a: use "
+             "a·sigmoid(a))")],
     ),
 ]

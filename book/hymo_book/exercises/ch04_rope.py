@@ -102,17 +102,35 @@ EXERCISES = [
     Exercise(
         name="rotate_pair", chapter="04_rope", cases=_rotate_pair_cases,
         oracle=_rotate_pair_oracle,
-        wrong=[(lambda x0, x1, angle: (x0 * math.cos(angle) + x1 * math.sin(angle),
-                                       -x0 * math.sin(angle) + x1 * math.cos(angle)),
-                "case quarter turn: output 1 differs"),  # rotates the wrong way
-               (lambda x0, x1, angle: (x1, x0), "case zero angle: output 0 differs")],
+        wrong=[
+            (lambda x0, x1, angle: (x0 * math.cos(angle) + x1 * math.sin(angle),
+                                    -x0 * math.sin(angle) + x1 * math.cos(angle)),
+             "case quarter turn: output 1 differs at position (): got -1, expected 1",
+             "rotate the wrong way (by minus the angle)"),
+            (lambda x0, x1, angle: (x1, x0),
+             "case zero angle: output 0 differs at position (): got 2, expected 1",
+             "swap x0 and x1 instead of rotating")],
     ),
     Exercise(
         name="rope_rotate", chapter="04_rope", cases=_rope_rotate_cases,
         oracle=_rope_rotate_oracle,
-        wrong=[(_half_split, "case random (5, 8): output differs"),
-               (_no_start, "case start_pos 1, two channels: output differs"),
-               (_exponent_k_over_d, "case random (5, 8): output differs"),
-               (_float32_angles, "case start_pos 4000, 32 channels: output differs")],
+        wrong=[
+            (_half_split,
+             "case random (5, 8): output differs at position (1, 0): got 0.475355, expected "
+             "0.673777",
+             "pair channel k with channel k + d/2 (this book pairs channel 2k with 2k + 1)"),
+            (_no_start,
+             "case start_pos 1, two channels: output differs at position (0, 0): got 2.23987, "
+             "expected 0.497234",
+             "leave out start_pos (the rows sit at positions start_pos, start_pos + 1, ...)"),
+            (_exponent_k_over_d,
+             "case random (5, 8): output differs at position (1, 2): got -0.738878, expected "
+             "-0.451631",
+             "use θ_k = base^(-k/d) (it is base^(-2k/d))"),
+            (_float32_angles,
+             "case start_pos 4000, 32 channels: output differs at position (0, 3): got 0.0495543, "
+             "expected 0.0495248",
+             "compute the angles in float32 (at position 4,000 float32 keeps too few digits: use "
+             "float64)")],
     ),
 ]

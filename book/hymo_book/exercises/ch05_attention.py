@@ -113,25 +113,43 @@ EXERCISES = [
     Exercise(
         name="grouped_attention", chapter="05_attention", cases=_grouped_attention_cases,
         oracle=_grouped_attention_oracle,
-        wrong=[(lambda q, k, v: _attend(q, k, v, _interleaved), "case GQA: 6 heads, 3 groups"),
-               (lambda q, k, v: _attend(q, k, v, _blocked, scale=False),
-                "case MHA: 2 heads, 2 groups, t = s = 4: output differs"),
-               (lambda q, k, v: _attend(q, k, v, _blocked, top_left=True),
-                "case decoding: 1 query, 6 cached keys: output differs"),
-               (lambda q, k, v: _attend(q, k, v, _blocked, mask=False),
-                "case MHA: 2 heads, 2 groups, t = s = 4: output differs")],
+        wrong=[
+            (lambda q, k, v: _attend(q, k, v, _interleaved),
+             "case GQA: 6 heads, 3 groups: output differs at position (1, 0, 0): got -0.0504143, "
+             "expected 0.388555",
+             "give head i the group i % g (heads come in blocks: head i reads group i // (h / "
+             "g))"),
+            (lambda q, k, v: _attend(q, k, v, _blocked, scale=False),
+             "case MHA: 2 heads, 2 groups, t = s = 4: output differs at position (0, 1, 0): got "
+             "0.231646, expected 0.191934",
+             "leave out the 1/√d scale of the scores"),
+            (lambda q, k, v: _attend(q, k, v, _blocked, top_left=True),
+             "case decoding: 1 query, 6 cached keys: output differs at position (0, 0, 0): got "
+             "1.39963, expected 0.23332",
+             "align the causal mask at the top left (the queries are the last t positions: query "
+             "i sees keys up to s - t + i)"),
+            (lambda q, k, v: _attend(q, k, v, _blocked, mask=False),
+             "case MHA: 2 heads, 2 groups, t = s = 4: output differs at position (0, 0, 0): got "
+             "0.910689, expected 0.233605",
+             "leave out the causal mask")],
     ),
     Exercise(
         name="kv_cache_bytes", chapter="05_attention", cases=_kv_cache_bytes_cases,
         oracle=_kv_cache_bytes_oracle, compare=_compare_bytes,
-        wrong=[(lambda n_kv_heads, head_dim, v_head_dim, n_tokens, n_layers=1, dtype_bytes=2:
-                n_layers * n_tokens * n_kv_heads * head_dim * dtype_bytes,  # keys only
-                "case MHA, 16 heads, 4,096 tokens, 8 layers: got 134,217,728 bytes"),
-               (lambda n_kv_heads, head_dim, v_head_dim, n_tokens, n_layers=1, dtype_bytes=2:
-                n_layers * n_tokens * n_kv_heads * (head_dim + v_head_dim),  # values, not bytes
-                "case MHA, 16 heads, 4,096 tokens, 8 layers: got 134,217,728 bytes"),
-               (lambda n_kv_heads, head_dim, v_head_dim, n_tokens, n_layers=1, dtype_bytes=2:
-                n_layers * n_tokens * n_kv_heads * 2 * head_dim * dtype_bytes,  # K twice
-                "case values smaller than keys: 64 + 32: got")],
+        wrong=[
+            (lambda n_kv_heads, head_dim, v_head_dim, n_tokens, n_layers=1, dtype_bytes=2:
+             n_layers * n_tokens * n_kv_heads * head_dim * dtype_bytes,
+             "case MHA, 16 heads, 4,096 tokens, 8 layers: got 134,217,728 bytes, expected "
+             "268,435,456",
+             "cache the keys only (each token keeps a key and a value)"),
+            (lambda n_kv_heads, head_dim, v_head_dim, n_tokens, n_layers=1, dtype_bytes=2:
+             n_layers * n_tokens * n_kv_heads * (head_dim + v_head_dim),
+             "case MHA, 16 heads, 4,096 tokens, 8 layers: got 134,217,728 bytes, expected "
+             "268,435,456",
+             "count values instead of bytes (multiply by dtype_bytes)"),
+            (lambda n_kv_heads, head_dim, v_head_dim, n_tokens, n_layers=1, dtype_bytes=2:
+             n_layers * n_tokens * n_kv_heads * 2 * head_dim * dtype_bytes,
+             "case values smaller than keys: 64 + 32: got 614,400 bytes, expected 460,800",
+             "size the values like the keys (a value has v_head_dim channels)")],
     ),
 ]

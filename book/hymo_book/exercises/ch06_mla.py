@@ -125,14 +125,30 @@ EXERCISES = [
     Exercise(
         name="mla_params", chapter="06_mla", cases=_mla_params_cases,
         oracle=_mla_params_oracle, compare=_compare_count,
-        wrong=[(_matrices_only, "case hymo_750m: got 2,752,512 parameters"),
-               (_k_pe_per_group, "case hymo_750m: got 2,841,056 parameters"),
-               (_full_width_keys, "case hymo_750m: got 2,771,424 parameters")],
+        wrong=[
+            (_matrices_only,
+             "case hymo_750m: got 2,752,512 parameters, expected 2,755,040",
+             "count only the weight matrices (the two norms' weights and q_scale, k_scale count "
+             "too)"),
+            (_k_pe_per_group,
+             "case hymo_750m: got 2,841,056 parameters, expected 2,755,040",
+             "project one rotary key per KV group (one rotary key is shared by every head)"),
+            (_full_width_keys,
+             "case hymo_750m: got 2,771,424 parameters, expected 2,755,040",
+             "expand the latent to whole head_dim keys (it expands to the qk_nope_head_dim "
+             "channels only)")],
     ),
     Exercise(
         name="absorbed_scores", chapter="06_mla", cases=_absorbed_scores_cases,
         oracle=_absorbed_scores_oracle,
-        wrong=[(_interleaved_groups, "case mini: 4 heads, 2 groups, n 12, r 16: output differs"),
-               (_not_transposed, "case mini: 4 heads, 2 groups, n 12, r 16 raised")],
+        wrong=[
+            (_interleaved_groups,
+             "case mini: 4 heads, 2 groups, n 12, r 16: output differs at position (1, 0, 0): got "
+             "1.96758, expected 5.86188",
+             "give head i the group i % g (head i reads group i // (h / g))"),
+            (_not_transposed,
+             "case mini: 4 heads, 2 groups, n 12, r 16 raised RuntimeError: einsum(): subscript n "
+             "has size 16 for operand 1 which does not broadcast with previously seen size 12",
+             "contract the query with w_uk's last axis (w_uk is (g, n, r): the query meets n)")],
     ),
 ]

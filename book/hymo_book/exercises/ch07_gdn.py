@@ -115,11 +115,27 @@ def _delta_erase_before_decay(state, b, c, v, g, A, beta):
 
 EXERCISES = [
     Exercise(name="gla_step", chapter=CHAPTER, cases=_gla_cases, oracle=_gla_step_oracle,
-             wrong=[(_gla_no_decay, "case random, S = 5, D = 3: output 0 differs"),
-                    (_gla_read_before_write, "case random, S = 5, D = 3: output 0 differs"),
-                    (_gla_swapped, "output 0 has shape (5, 3), expected (3,)")]),
+             wrong=[
+                 (_gla_no_decay,
+                  "case random, S = 5, D = 3: output 0 differs at position (0,): got -0.480391, "
+                  "expected -0.599288",
+                  "forget to decay the old state by exp(g·A)"),
+                 (_gla_read_before_write,
+                  "case random, S = 5, D = 3: output 0 differs at position (0,): got 1.18197, "
+                  "expected -0.599288",
+                  "read the state before this step's write (o reads the new state)"),
+                 (_gla_swapped,
+                  "case random, S = 5, D = 3: output 0 has shape (5, 3), expected (3,)",
+                  "return (state, o) (the order is (o, new_state))")]),
     Exercise(name="delta_step", chapter=CHAPTER, cases=_delta_cases, oracle=_delta_step_oracle,
-             wrong=[(_delta_no_erase, "case random, S = 5, D = 3, β = 0.7: output 0 differs"),
-                    (_delta_erase_before_decay,
-                     "case random, S = 5, D = 3, β = 0.7: output 0 differs")]),
+             wrong=[
+                 (_delta_no_erase,
+                  "case random, S = 5, D = 3, β = 0.7: output 0 differs at position (0,): got "
+                  "0.267499, expected 0.363459",
+                  "leave out the erase (the delta rule writes β·b ⊗ (v - what b reads from the "
+                  "decayed state))"),
+                 (_delta_erase_before_decay,
+                  "case random, S = 5, D = 3, β = 0.7: output 0 differs at position (0,): got "
+                  "0.506419, expected 0.363459",
+                  "read what b sees before the decay (the erase reads the decayed state)")]),
 ]

@@ -171,13 +171,33 @@ def _wy_undecayed_keys(v, b, g, A, beta):
 
 EXERCISES = [
     Exercise(name="gla_chunk", chapter=CHAPTER, cases=_gla_cases, oracle=_gla_chunk_oracle,
-             wrong=[(_gla_factorised, "case strong decay (g = 1, A = -40, C = 32): output 0 "
-                                      "differs"),
-                    (_gla_no_start_state, "case random, C = 8, S = 5, D = 3: output 0 differs"),
-                    (_gla_undecayed_handover,
-                     "case random, C = 8, S = 5, D = 3: output 1 differs")]),
+             wrong=[
+                 (_gla_factorised,
+                  "case strong decay (g = 1, A = -40, C = 32): output 0 differs at position (17, "
+                  "0): got nan, expected -0.556442",
+                  "factor the decay as exp(L·A) times exp(-L·A) (exp(-L·A) overflows at strong "
+                  "decay: use the gaps L_t - L_s)"),
+                 (_gla_no_start_state,
+                  "case random, C = 8, S = 5, D = 3: output 0 differs at position (0, 0): got "
+                  "0.182788, expected -0.0918915",
+                  "leave out what the chunk reads from the start state H0"),
+                 (_gla_undecayed_handover,
+                  "case random, C = 8, S = 5, D = 3: output 1 differs at position (0, 0): got "
+                  "-1.53134, expected -1.24956",
+                  "hand H0 on undecayed (the end state holds exp(L_C·A) ⊙ H0)")]),
     Exercise(name="wy_solve", chapter=CHAPTER, cases=_wy_cases, oracle=_wy_solve_oracle,
-             wrong=[(_wy_without_decay_in_M, "case random, C = 8, S = 5, D = 3: output 0 differs"),
-                    (_wy_without_beta, "case random, C = 8, S = 5, D = 3: output 0 differs"),
-                    (_wy_undecayed_keys, "case random, C = 8, S = 5, D = 3: output 1 differs")]),
+             wrong=[
+                 (_wy_without_decay_in_M,
+                  "case random, C = 8, S = 5, D = 3: output 0 differs at position (1, 0): got "
+                  "1.04984, expected 1.05331",
+                  "leave the decay out of M (the pairs' key products are decayed by the gap "
+                  "between them)"),
+                 (_wy_without_beta,
+                  "case random, C = 8, S = 5, D = 3: output 0 differs at position (0, 0): got "
+                  "-2.31041, expected -0.647465",
+                  "leave out β (M and the right-hand side are both scaled by β_t)"),
+                 (_wy_undecayed_keys,
+                  "case random, C = 8, S = 5, D = 3: output 1 differs at position (0, 0): got "
+                  "0.233933, expected 0.220724",
+                  "use the keys b where the decayed keys b ⊙ Γ belong")]),
 ]

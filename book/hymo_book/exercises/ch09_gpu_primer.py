@@ -34,8 +34,8 @@ def _floor_cases():
 
 
 def _floor_compare(got, expected, case):
-    return compare_tensors(got, torch.tensor(expected, dtype=torch.float64), case, rtol=1e-9,
-                           atol=0.0)
+    return compare_tensors(got, torch.tensor(expected, dtype=torch.float64), case, rtol=1e-6,
+                           atol=0.0)  # float32's precision, with room for a few operations
 
 
 # ---- TF32 rounding ---------------------------------------------------------------------
@@ -139,7 +139,7 @@ def _decay_cases():
 
 
 def _decay_compare(got, expected, case):
-    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-12)
+    return compare_tensors(got, expected, case, rtol=1e-5, atol=1e-6)  # float32 passes
 
 
 def _forgets_the_sum_over_rows(g, a, h, dy):
@@ -185,41 +185,78 @@ EXERCISES = [
     Exercise(
         name="roofline_floor_ms", chapter="09_gpu_primer", cases=_floor_cases,
         oracle=_floor_oracle, compare=_floor_compare,
-        wrong=[(lambda n, f, bw, r: n / (bw * 1e9) * 1e3 + f / (r * 1e12) * 1e3,
-                "case the gla forward (memory-bound): output differs"),  # the sum of both
-               (lambda n, f, bw, r: min(n / (bw * 1e9), f / (r * 1e12)) * 1e3,
-                "case the gla forward (memory-bound): output differs"),
-               (lambda n, f, bw, r: max(n / (bw * 1e9), f / (r * 1e12)),
-                "case the gla forward (memory-bound): output differs")],  # seconds
+        wrong=[
+            (lambda n, f, bw, r: n / (bw * 1e9) * 1e3 + f / (r * 1e12) * 1e3,
+             "case the gla forward (memory-bound): output differs at position (): got 0.129963, "
+             "expected 0.0795684",
+             "add the two times (they overlap: the floor is the larger)"),
+            (lambda n, f, bw, r: min(n / (bw * 1e9), f / (r * 1e12)) * 1e3,
+             "case the gla forward (memory-bound): output differs at position (): got 0.0503942, "
+             "expected 0.0795684",
+             "take the smaller time (the floor is the larger)"),
+            (lambda n, f, bw, r: max(n / (bw * 1e9), f / (r * 1e12)),
+             "case the gla forward (memory-bound): output differs at position (): got "
+             "7.95684e-05, expected 0.0795684",
+             "return seconds (the answer is in milliseconds)")],  # seconds
     ),
     Exercise(
         name="tf32_round", chapter="09_gpu_primer", cases=_tf32_cases, oracle=tf32_round,
         compare=_exact,
-        wrong=[(_truncate, "case random normal values: output differs"),
-               (_ties_away, "case a tie, kept bit even: rounds down: output differs")],
+        wrong=[
+            (_truncate,
+             "case random normal values: output differs at position (0,): got -0.816895, expected "
+             "-0.817383",
+             "cut the low 13 bits (round to nearest, ties to even)"),
+            (_ties_away,
+             "case a tie, kept bit even: rounds down: output differs at position (0,): got "
+             "1.00098, expected 1",
+             "round ties away from zero (a tie goes to the even neighbour)")],
     ),
     Exercise(
         name="bf16_pieces", chapter="09_gpu_primer", cases=_pieces_cases,
         oracle=bf16_pieces, compare=_exact,
-        wrong=[(_truncated_pieces, "case random normal values: output 0 differs"),
-               (_pieces_of_x, "case random normal values: output 1 differs"),
-               (lambda x: bf16_pieces(x, 2), "expected 3 results, got 2")],
+        wrong=[
+            (_truncated_pieces,
+             "case random normal values: output 0 differs at position (4,): got -0.886719, "
+             "expected -0.890625",
+             "cut the low 16 bits (each piece is rounded to nearest)"),
+            (_pieces_of_x,
+             "case random normal values: output 1 differs at position (0,): got -0.131836, "
+             "expected -0.000177383",
+             "round every piece from x (each piece rounds what the pieces before it left)"),
+            (lambda x: bf16_pieces(x, 2),
+             "case random normal values: expected 3 results, got 2",
+             "return two pieces (three are asked for)")],
     ),
     Exercise(
         name="decay_backward", chapter="09_gpu_primer", cases=_decay_cases,
         oracle=_decay_backward_oracle, compare=_decay_compare,
-        wrong=[(_forgets_the_sum_over_rows, "case random (5, 3): output 1 has shape (5, 3)"),
-               (_forgets_the_rate, "case random (5, 3): output 0 differs"),
-               (_passes_dy_through, "case random (5, 3): output 2 differs")],
+        wrong=[
+            (_forgets_the_sum_over_rows,
+             "case random (5, 3): output 1 has shape (5, 3), expected (3,)",
+             "leave out the sum over the rows (a is shared by every row, so its gradient adds "
+             "them up)"),
+            (_forgets_the_rate,
+             "case random (5, 3): output 0 differs at position (0,): got -3.13294, expected "
+             "0.41126",
+             "leave out the factor a in dg (d exp(g·a) / dg = a·exp(g·a))"),
+            (_passes_dy_through,
+             "case random (5, 3): output 2 differs at position (0, 0): got -2.07502, expected "
+             "-2.01418",
+             "pass dy through to dh (dh = exp(g·a) ⊙ dy)")],
     ),
     Exercise(
         name="calls_end", chapter="09_gpu_primer", cases=_calls_end_cases,
         oracle=_calls_end_oracle, compare=_same_int,
-        wrong=[(lambda calls, host, device: calls * (host + device),  # waits for each kernel
-                "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 35"),
-               (lambda calls, host, device: calls * max(host, device),  # no first call
-                "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 20"),
-               (lambda calls, host, device: host + calls * device,  # always device-bound
-                "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 19")],
+        wrong=[
+            (lambda calls, host, device: calls * (host + device),
+             "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 35",
+             "make the host wait for each kernel (it queues the next call while the GPU runs)"),
+            (lambda calls, host, device: calls * max(host, device),
+             "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 20",
+             "leave out the first call's host time"),
+            (lambda calls, host, device: host + calls * device,
+             "case host-bound: host 4, kernel 3, 5 calls: expected 23, got 19",
+             "take the GPU as the slower clock (here the host is)")],
     ),
 ]

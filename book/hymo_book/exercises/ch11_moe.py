@@ -142,25 +142,39 @@ EXERCISES = [
         name="kept_assignments", chapter="11_moe", cases=_kept_cases, oracle=_kept_oracle,
         compare=_compare_kept,
         wrong=[
-            # token-major order: an earlier token's 2nd choice before a later token's 1st
             (lambda indices, n_experts, capacity: _kept_oracle(
                 indices.flatten()[:, None], n_experts, capacity).reshape(indices.shape),
-             "case second choices wait: token 0's choice 1 (expert 1) should be dropped"),
+             "case second choices wait: token 0's choice 1 (expert 1) should be dropped",
+             "serve the assignments token by token (every first choice is served before any "
+             "second choice)"),
             (lambda indices, n_experts, capacity: _kept_oracle(indices, n_experts, capacity + 1),
-             "case second choices wait: token 0's choice 1 (expert 1) should be dropped"),
+             "case second choices wait: token 0's choice 1 (expert 1) should be dropped",
+             "keep one assignment too many (queue places start at 0: a place < capacity is kept)"),
             (lambda indices, n_experts, capacity: torch.ones(indices.shape, dtype=torch.bool),
-             "case second choices wait: token 0's choice 1 (expert 1) should be dropped"),
+             "case second choices wait: token 0's choice 1 (expert 1) should be dropped",
+             "keep every assignment (an expert holds at most capacity of them)"),
             (lambda indices, n_experts, capacity: _kept_oracle(
-                indices, n_experts, capacity).long(), "dtype torch.int64, expected torch.bool"),
-        ],
+                indices, n_experts, capacity).long(),
+             "case second choices wait: dtype torch.int64, expected torch.bool",
+             "return integers (return a bool mask)")],
     ),
     Exercise(
         name="topk_routing", chapter="11_moe", cases=_topk_cases, oracle=_topk_oracle,
         compare=_compare_topk,
-        wrong=[(_topk_unbiased_choice, "case the bias changes the choice: token 0's choice 0 "
-                "is expert 0, expected expert 2 (indices differ)"),
-               (_topk_biased_weights, "case the bias changes the choice: token 0's weight 0"),
-               (_topk_renormalised, "case no bias: token 0's weight 0"),
-               (_topk_naive_softmax, "case extreme logits: token 1's")],
+        wrong=[
+            (_topk_unbiased_choice,
+             "case the bias changes the choice: token 0's choice 0 is expert 0, expected expert 2 "
+             "(indices differ)",
+             "choose by the probabilities alone (the choice adds the bias)"),
+            (_topk_biased_weights,
+             "case the bias changes the choice: token 0's weight 0 is 0.587144, expected "
+             "0.0871443 (weights differ)",
+             "let the bias into the weights (it changes the choice, not the weights)"),
+            (_topk_renormalised,
+             "case no bias: token 0's weight 0 is 0.615325, expected 0.370748 (weights differ)",
+             "renormalise the chosen weights (they stay the router's probabilities)"),
+            (_topk_naive_softmax,
+             "case extreme logits: token 1's weight 0 is nan, expected 0.731059 (weights differ)",
+             "write the softmax as exp / sum (exp overflows for large logits: use softmax)")],
     ),
 ]

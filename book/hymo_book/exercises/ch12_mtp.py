@@ -98,19 +98,30 @@ EXERCISES = [
     Exercise(
         name="mtp_targets", chapter="12_mtp", cases=_target_cases, oracle=_mtp_targets,
         compare=_compare_targets,
-        wrong=[(lambda tokens, depth: (tokens.shape[1] - depth, tokens[:, depth:]),
-                "case the main head: n is 10, expected 9"),
-               (lambda tokens, depth: (tokens.shape[1] - depth - 1, tokens[:, depth:-1]),
-                "case the main head: the target of prediction 0 (sequence 0) is token 0, "
-                "expected 1"),
-               (lambda tokens, depth: (tokens.shape[1] - 1, tokens[:, 1:]),
-                "case depth 1: n is 9, expected 8")],
+        wrong=[
+            (lambda tokens, depth: (tokens.shape[1] - depth, tokens[:, depth:]),
+             "case the main head: n is 10, expected 9",
+             "shift the targets by depth (depth d predicts the token d + 1 ahead)"),
+            (lambda tokens, depth: (tokens.shape[1] - depth - 1, tokens[:, depth:-1]),
+             "case the main head: the target of prediction 0 (sequence 0) is token 0, expected 1",
+             "start the targets at token depth (prediction i at depth d is scored against token "
+             "i + d + 1)"),
+            (lambda tokens, depth: (tokens.shape[1] - 1, tokens[:, 1:]),
+             "case depth 1: n is 9, expected 8",
+             "ignore depth (depth d shifts by d + 1)")],
     ),
     Exercise(
         name="weighted_mtp_loss", chapter="12_mtp", cases=_loss_cases, oracle=mtp_loss,
         compare=_compare_loss,
-        wrong=[(_loss_shifted_by_one, "case depth 1: loss is"),
-               (_loss_unweighted, "case depth 1: loss is"),
-               (_loss_every_position, "case depth 1: loss is")],
+        wrong=[
+            (_loss_shifted_by_one,
+             "case depth 1: loss is 0.553905, expected 0.380658",
+             "score position i against token i + d (depth d predicts token i + d + 1)"),
+            (_loss_unweighted,
+             "case depth 1: loss is 1.26886, expected 0.380658",
+             "leave out the weights"),
+            (_loss_every_position,
+             "case depth 1: loss is 0.421906, expected 0.380658",
+             "score every position (the last positions of a depth have no target)")],
     ),
 ]

@@ -105,27 +105,45 @@ EXERCISES = [
     Exercise(
         name="gdn_linear_bytes_per_token", chapter="14_forward_trace",
         cases=_linear_bytes_cases, oracle=_linear_bytes_oracle,
-        wrong=[(_forgot_skip, "case the mini model, fp32: output differs"),
-               (_keys_as_wide_as_inner,
-                "case keys narrower than values (S = 8, D = 16): output differs")],
+        wrong=[
+            (_forgot_skip,
+             "case the mini model, fp32: output differs at position (): got 1296, expected 1552",
+             "leave out the skip projection (dim values per token)"),
+            (_keys_as_wide_as_inner,
+             "case keys narrower than values (S = 8, D = 16): output differs at position (): got "
+             "1552, expected 1296",
+             "make the keys as wide as the values (keys are gdn_n_heads × gdn_d_state wide)")],
     ),
     Exercise(
         name="matmul_flops", chapter="14_forward_trace", cases=_matmul_cases,
         oracle=_matmul_oracle,
-        wrong=[(_matmul_no_batch, "case batched: output differs"),
-               (_matmul_one_flop, "case a plain product: output differs")],
+        wrong=[
+            (_matmul_no_batch,
+             "case batched: output differs at position (): got 4096, expected 32768",
+             "leave out the batch (the broadcast leading dimensions multiply the count)"),
+            (_matmul_one_flop,
+             "case a plain product: output differs at position (): got 24, expected 48",
+             "count one FLOP per multiply-add (it is two)")],
     ),
     Exercise(
         name="attention_core_flops", chapter="14_forward_trace", cases=_attention_cases,
         oracle=_attention_oracle,
-        wrong=[(lambda T, n_heads, qk_dim, v_dim, causal:
-                2 * T * T * n_heads * (qk_dim + v_dim),
-                "case hymo_750m's MLA at T = 4,096, causal: output differs"),
-               (lambda T, n_heads, qk_dim, v_dim, causal:
-                2 * (T * T // 2 if causal else T * T) * n_heads * (qk_dim + v_dim),
-                "case hymo_750m's MLA at T = 4,096, causal: output differs"),
-               (lambda T, n_heads, qk_dim, v_dim, causal:
-                2 * attention_pairs(T, causal) * n_heads * 2 * qk_dim,
-                "case keys and values of different widths: output differs")],
+        wrong=[
+            (lambda T, n_heads, qk_dim, v_dim, causal:
+             2 * T * T * n_heads * (qk_dim + v_dim),
+             "case hymo_750m's MLA at T = 4,096, causal: output differs at position (): got "
+             "1.37439e+11, expected 6.87363e+10",
+             "count every pair under the causal mask (a query sees only the keys up to its own)"),
+            (lambda T, n_heads, qk_dim, v_dim, causal:
+             2 * (T * T // 2 if causal else T * T) * n_heads * (qk_dim + v_dim),
+             "case hymo_750m's MLA at T = 4,096, causal: output differs at position (): got "
+             "6.87195e+10, expected 6.87363e+10",
+             "count T²/2 pairs under the mask (it is T(T + 1)/2: each query sees itself too)"),
+            (lambda T, n_heads, qk_dim, v_dim, causal:
+             2 * attention_pairs(T, causal) * n_heads * 2 * qk_dim,
+             "case keys and values of different widths: output differs at position (): got "
+             "1.9392e+06, expected 1.616e+06",
+             "use the key width for the values too (the scores take qk_dim, the weighted sum "
+             "v_dim)")],
     ),
 ]

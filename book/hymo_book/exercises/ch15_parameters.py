@@ -99,13 +99,25 @@ def _moe_no_shared(config):
 EXERCISES = [
     Exercise(
         name="gdn_mixer_params", chapter="15_parameters", cases=_gdn_cases, oracle=_gdn_oracle,
-        wrong=[(_gdn_without_skip, "case the mini model: output differs"),
-               (_gdn_scalar_decay, "case the mini model: output differs")],
+        wrong=[
+            (_gdn_without_skip,
+             "case the mini model: output differs at position (): got 21064, expected 25160",
+             "leave out the skip projection (a dim × dim Linear)"),
+            (_gdn_scalar_decay,
+             "case the mini model: output differs at position (): got 25100, expected 25160",
+             "store one decay rate per head (A_log has one per head and state channel)")],
     ),
     Exercise(
         name="moe_layer_params", chapter="15_parameters", cases=_moe_cases, oracle=_moe_oracle,
-        wrong=[(_moe_no_router, "case the mini model: output 0 differs"),
-               (_moe_all_routed_active, "case the mini model: output 1 differs"),
-               (_moe_no_shared, "case the mini model: output 0 differs")],
+        wrong=[
+            (_moe_no_router,
+             "case the mini model: output 0 differs at position (): got 92160, expected 92416",
+             "leave out the router (a dim × n_routed_experts matrix)"),
+            (_moe_all_routed_active,
+             "case the mini model: output 1 differs at position (): got 92416, expected 55552",
+             "count every routed expert as active (only n_activated_experts run for a token)"),
+            (_moe_no_shared,
+             "case the mini model: output 0 differs at position (): got 73984, expected 92416",
+             "leave out the shared experts")],
     ),
 ]

@@ -86,21 +86,32 @@ EXERCISES = [
     Exercise(
         name="sinkhorn_step", chapter="16_mhc", cases=_sinkhorn_step_cases,
         oracle=_sinkhorn_step_oracle, compare=_close,
-        wrong=[(lambda m, eps=HC_EPS: (m / (m.sum(-2, keepdim=True) + eps))
-                / ((m / (m.sum(-2, keepdim=True) + eps)).sum(-1, keepdim=True) + eps),
-                "case random 4x4: output differs"),  # columns first, then rows
-               (lambda m, eps=HC_EPS: (m / m.sum(-1, keepdim=True))
-                / (m / m.sum(-1, keepdim=True)).sum(-2, keepdim=True),
-                "case a row of zeros: output differs at position (0, 0): got nan"),  # no eps
-               (lambda m, eps=HC_EPS: m / (m.sum(-1, keepdim=True) + eps),
-                "case random 4x4: output differs")],  # rows only
+        wrong=[
+            (lambda m, eps=HC_EPS: (m / (m.sum(-2, keepdim=True) + eps))
+             / ((m / (m.sum(-2, keepdim=True) + eps)).sum(-1, keepdim=True) + eps),
+             "case random 4x4: output differs at position (0, 0): got 0.392616, expected 0.394891",
+             "normalise the columns first (rows, then columns)"),
+            (lambda m, eps=HC_EPS: (m / m.sum(-1, keepdim=True))
+             / (m / m.sum(-1, keepdim=True)).sum(-2, keepdim=True),
+             "case a row of zeros: output differs at position (0, 0): got nan, expected 0",
+             "leave out eps (a row of zeros divides 0 by 0)"),
+            (lambda m, eps=HC_EPS: m / (m.sum(-1, keepdim=True) + eps),
+             "case random 4x4: output differs at position (0, 0): got 0.316319, expected 0.394891",
+             "normalise only the rows (one step normalises the rows, then the columns)")],
     ),
     Exercise(
         name="composite_gain", chapter="16_mhc", cases=_composite_gain_cases,
         oracle=_composite_gain_oracle,
-        wrong=[(_wrong_order, "case two maps that do not commute: output 0 differs"),
-               (_no_abs, "case one map: output 0 differs"),
-               (lambda maps: tuple(reversed(_composite_gain_oracle(maps))),
-                "case one map: output 0 differs")],  # forward and backward swapped
+        wrong=[
+            (_wrong_order,
+             "case two maps that do not commute: output 0 differs at position (): got 4, expected "
+             "5",
+             "multiply in the wrong order (the first map acts first: M_L ⋯ M_1)"),
+            (_no_abs,
+             "case one map: output 0 differs at position (): got 0.75, expected 3",
+             "add the signed entries (the gain adds absolute values)"),
+            (lambda maps: tuple(reversed(_composite_gain_oracle(maps))),
+             "case one map: output 0 differs at position (): got 2.25, expected 3",
+             "swap the forward and backward gains (forward is the largest absolute row sum)")],
     ),
 ]

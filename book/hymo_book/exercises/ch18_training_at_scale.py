@@ -78,17 +78,25 @@ EXERCISES = [
     Exercise(
         name="sharded_state_bytes", chapter="18_training_at_scale", cases=_state_cases,
         oracle=_state_oracle, compare=_state_compare,
-        wrong=[(_no_padding, "case rows that do not split evenly: got 120.0 bytes, expected 144"),
-               (_no_gradients, "case one matrix on one GPU: got 144 bytes, expected 192")],
+        wrong=[
+            (_no_padding,
+             "case rows that do not split evenly: got 120.0 bytes, expected 144",
+             "split the bytes evenly (a shard holds ceil(rows / N) rows)"),
+            (_no_gradients,
+             "case one matrix on one GPU: got 144 bytes, expected 192",
+             "leave out the gradient (16 bytes an element: parameter, gradient and two moments)")],
     ),
     Exercise(
         name="rank_rows", chapter="18_training_at_scale", cases=_rows_cases, oracle=_rows_oracle,
         compare=_rows_compare,
-        wrong=[(lambda batch_size, rank, world_size: slice(rank, batch_size, world_size),
-                "case rank 0 of 2: rank 0 reads rows [0, 2], expected [0, 1]"),  # interleaved
-               (lambda batch_size, rank, world_size: slice(rank * batch_size // world_size,
-                                                           (rank + 1) * batch_size // world_size
-                                                           + 1),
-                "case rank 0 of 2: rank 0 reads rows [0, 1, 2], expected [0, 1]")],
+        wrong=[
+            (lambda batch_size, rank, world_size: slice(rank, batch_size, world_size),
+             "case rank 0 of 2: rank 0 reads rows [0, 2], expected [0, 1]",
+             "interleave the ranks (each rank reads one block of batch_size // world_size rows)"),
+            (lambda batch_size, rank, world_size: slice(rank * batch_size // world_size,
+                                                        (rank + 1) * batch_size // world_size
+                                                        + 1),
+             "case rank 0 of 2: rank 0 reads rows [0, 1, 2], expected [0, 1]",
+             "stop one row late (a slice's end is excluded)")],
     ),
 ]

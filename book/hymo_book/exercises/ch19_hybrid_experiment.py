@@ -140,17 +140,31 @@ EXERCISES = [
     Exercise(
         name="mqar_sequence", chapter="19_hybrid_experiment", cases=_mqar_sequence_cases,
         oracle=_mqar_sequence_oracle,
-        wrong=[(_values_first, "case one pair, the shortest sequence: output 0 differs at "
-                               "position (0,)"),
-               (_answers_in_pair_order, "case queries in reverse order: output 1 differs"),
-               (_zero_elsewhere, "case one pair, the shortest sequence: output 1 differs at "
-                                 "position (0,)")],
+        wrong=[
+            (_values_first,
+             "case one pair, the shortest sequence: output 0 differs at position (0,): got 9, "
+             "expected 3",
+             "write each pair as value, key (it is key, value)"),
+            (_answers_in_pair_order,
+             "case queries in reverse order: output 1 differs at position (6,): got 7, expected 8",
+             "give query i the value of pair i (it asks for pair order[i])"),
+            (_zero_elsewhere,
+             "case one pair, the shortest sequence: output 1 differs at position (0,): got 0, "
+             "expected -100",
+             "fill the other targets with 0 (they are IGNORE, so the loss skips them)")],
     ),
     Exercise(
         name="recall_accuracy", chapter="19_hybrid_experiment", cases=_recall_cases,
         oracle=_recall_accuracy_oracle, compare=_compare_float,
-        wrong=[(_every_position, "case random (4, 16, 10), 3 queries a row: got"),
-               (_mean_of_rows, "case rows with different numbers of queries: got"),
-               (_probability_of_the_answer, "case one query: got")],
+        wrong=[
+            (_every_position,
+             "case random (4, 16, 10), 3 queries a row: got 0.078125, expected 0.416666667",
+             "score every position (only the query positions count)"),
+            (_mean_of_rows,
+             "case rows with different numbers of queries: got 0.444444444, expected 0.666666667",
+             "average each row's accuracy (every query weighs the same)"),
+            (_probability_of_the_answer,
+             "case one query: got 0.153289299, expected 0",
+             "average the probability of the answer (an accuracy counts argmax hits)")],
     ),
 ]
