@@ -150,6 +150,9 @@ PAGE_REPORT = """() => {
     maths: maths.length,
     untypeset: maths.filter(m => !m.querySelector('mjx-container')).length,
     tex_errors: article.querySelectorAll('mjx-merror').length,
+    // a backslash MathJax draws as a character: TeX it did not read as a command, such as
+    // the \\ of \\_ in \\text{start\\_pos} (\\backslash draws another character, U+2216)
+    drawn_backslashes: article.querySelectorAll('mjx-c.mjx-c5C').length,
     views: views.length,
     drawn: article.querySelectorAll('.widget-subarea > .jupyter-widgets').length,
     notes: views.filter(v => v.parentElement.querySelector('.hymo-widget-note')).length,
@@ -260,6 +263,9 @@ def _page_problems(seen: dict) -> list[str]:
     if seen["untypeset"] or seen["tex_errors"]:
         found.append(f"{seen['untypeset']} of {seen['maths']} formulas not typeset, "
                      f"{seen['tex_errors']} TeX errors")
+    if seen["drawn_backslashes"]:
+        found.append(f"formulas draw {seen['drawn_backslashes']} literal backslashes "
+                     "(\\_ inside \\text{}? write \\mathrm{start\\_pos})")
     if seen["displays_cut"]:
         found.append(f"{seen['displays_cut']} of {seen['displays']} display formulas run past "
                      "the column without scrolling")
