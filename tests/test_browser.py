@@ -2,10 +2,14 @@
 
 1. JupyterLab on 127.0.0.1: open a chapter with a widget, run all cells, move a slider,
    and check the figure changes.
-2. The built site, opened with every request that would leave the machine blocked: the math
-   is typeset (MathJax output, no raw TeX left), every saved widget view is drawn, every
-   figure's text shows at 8 pt or more, wide content scrolls inside its box, and no page
-   tried to reach the network.
+2. The built site, every page opened in one browser with every request that would leave the
+   machine blocked: the math is typeset, generated prose included (no `$`, backslash command
+   or drawn backslash left in the text outside code), every saved widget view is drawn with
+   a note that its figure moves only under a kernel and labels that are not cut, every image
+   lies within the text column and a figure shrunk to fit opens at full size on a click,
+   display formulas fit the column or scroll sideways, every figure's text shows at 8 pt or
+   more where it is read, no page logs a console error, and no page tried to reach the
+   network.
 
 Screenshots are saved under ``test-artifacts/`` (git-ignored). The tests skip, saying
 why, when Playwright or Chromium is missing; CI installs both.
