@@ -1,8 +1,8 @@
 // Figures fit the text column (hymo_site.css). A figure shrunk to fit is marked `hymo-shrunk`
 // (a zoom-in cursor), and a click on it shows it at its own size over the page, scrolling
-// where it is larger than the window; a click or Escape closes that view. Widget figures are
-// drawn after the page has loaded, so each image is looked at when it loads, and all of them
-// again when the window changes size.
+// where it is larger than the window (Tab reaches it, Enter opens it too); a click or Escape
+// closes that view. Widget figures are drawn after the page has loaded, so each image is
+// looked at when it loads, and all of them again when the window changes size.
 (function () {
   var FULL = "hymo-figure-full";
 
@@ -19,8 +19,10 @@
     img.classList.toggle("hymo-shrunk", small);
     if (small) {
       img.title = "Shrunk to fit the column: click to see it at full size";
+      img.tabIndex = 0;  // reachable with Tab, opened with Enter
     } else if (img.title.indexOf("Shrunk to fit") === 0) {
       img.title = "";
+      img.removeAttribute("tabindex");
     }
   }
 
@@ -61,8 +63,13 @@
     }
   });
   document.addEventListener("keydown", function (event) {
+    var img = event.target;
     if (event.key === "Escape") {
       close();
+    } else if (event.key === "Enter" && img.tagName === "IMG" &&
+               img.classList.contains("hymo-shrunk")) {
+      event.preventDefault();
+      open(img);
     }
   });
 })();
