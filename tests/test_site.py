@@ -145,6 +145,51 @@ def test_math_and_widgets_are_served_by_the_site(site):
     assert list((site / "_static" / MATHJAX_DIR / "output/chtml/fonts/woff-v2").glob("*.woff"))
 
 
+# what a page shows as text: code, scripts, styles and MathJax's formulas taken out
+_NOT_TEXT = [re.compile(p, re.S) for p in (
+    r"<script\b.*?</script>", r"<style\b.*?</style>", r"<pre\b.*?</pre>", r"<code\b.*?</code>",
+    r'<span class="math\b[^"]*">.*?</span>', r'<div class="math\b[^"]*">.*?</div>',
+    r"<[^>]+>")]
+# a backslash command (\alpha, \text), a backslash before a bracket or _, or a dollar sign
+_RAW_TEX = re.compile(r"\\[A-Za-z]+|\\[()\[\]{}_,;!]|\$")
+
+
+def test_no_raw_tex_in_the_text_of_a_page(site):
+    """Formulas reach MathJax as math, in markdown cells and in generated prose alike (a
+    cell's Markdown output, read as MyST): no page shows a `$` or a TeX command as text.
+    (The browser test checks the same on the drawn page.)"""
+    for name in ["README"] + [chapter.stem for chapter in chapters(BOOK)]:
+        text = (site / f"{name}.html").read_text(encoding="utf-8")
+        for pattern in _NOT_TEXT:
+            text = pattern.sub(" ", text)
+        found = _RAW_TEX.search(text)
+        around = "" if found is None else text[found.start() - 60:found.end() + 30]
+        assert found is None, f"{name}: raw TeX in the text: ...{' '.join(around.split())}..."
+
+
+def test_every_widget_view_says_its_figure_needs_a_kernel(site):
+    from hymo_book.site.reading import WIDGET_NOTE_CLASS, WIDGET_VIEW
+
+    noted = 0
+    for chapter in chapters(BOOK):
+        html = (site / f"{chapter.stem}.html").read_text(encoding="utf-8")
+        views = html.count(f'<script type="{WIDGET_VIEW}">')
+        notes = html.count(f'class="{WIDGET_NOTE_CLASS}"')
+        assert notes == views, f"{chapter.stem}: {views} widget views, {notes} notes"
+        noted += notes
+    assert noted, "the book should have widget views"
+
+
+def test_each_page_loads_each_script_once(site):
+    # a second `const THEBE_JS_URL = ...` was a SyntaxError on every page
+    for page in [site / "README.html"] + [site / f"{c.stem}.html" for c in chapters(BOOK)]:
+        html = page.read_text(encoding="utf-8")
+        scripts = re.findall(r"<script\b[^>]*>.*?</script>", html, flags=re.S)
+        scripts = [s for s in scripts if "application/vnd.jupyter.widget" not in s]
+        twice = sorted({s[:80] for s in scripts if scripts.count(s) > 1})
+        assert not twice, f"{page.name} loads these scripts twice: {twice}"
+
+
 def test_vendored_embedder_fits_the_installed_ipywidgets():
     # ipywidgets names the html-manager its widget state is written for, as a caret range
     from ipywidgets._version import __html_manager_version__ as wanted

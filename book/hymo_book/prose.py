@@ -8,6 +8,10 @@ cell whose output is the sentence, made from values the cells above computed::
 
 (tag such a cell ``remove-input``: the site shows only the sentence). The output carries
 the text itself as its plain-text form too, so strict nbval checks the numbers every run.
+The sentence may hold formulas as a markdown cell does (``$c_t^\\top H_t$``): JupyterLab
+typesets a Markdown output, and the site reads it as MyST (``nb_render_markdown_format`` in
+``book/_config.yml``), so MathJax typesets it there too.
+
 A number in a markdown cell must be the design document's, quoted in quotation marks
 (section 4.2.1 says "16× compression"), a section or chapter reference, or a single digit.
 :func:`unchecked_numbers` finds the others; ``tests/book/test_prose_numbers.py`` runs it

@@ -2,6 +2,7 @@
 
     build.py        the website, built offline by Jupyter Book 1 (``python3 -m hymo_book.site``)
     offline.py      the Sphinx extension that serves MathJax and the widget embedder itself
+    reading.py      the Sphinx extension that notes each saved widget view, each script once
     legibility.py   at what size a figure's text shows on a page
     vendor/         the widget embedder's files, vendored (their README says how)
     readme.py       README.md's generated sections: the parts of the book, the headline numbers

@@ -10,10 +10,13 @@ The table of contents is made at build time from the numbered notebooks, in read
 so a new chapter appears without editing a list; ``book/README.md`` is the landing page.
 
 Reading the site needs no network either: :mod:`hymo_book.site.offline` serves MathJax and the
-widget embedder from the site's ``_static/``, so the math is typeset and every ``interact``
-shows its saved view (its first figure and its controls; moving a control needs a kernel).
-``_static/hymo_site.css`` shows figures at their own size (wide ones scroll sideways in their
-box rather than shrink) and keeps wide tables and outputs scrolling inside their box.
+widget embedder from the site's ``_static/``, so the math is typeset (in generated prose too:
+``_config.yml`` has myst-nb read a cell's Markdown output as MyST) and every ``interact`` shows
+its saved view, with a note (:mod:`hymo_book.site.reading`) that its figure moves only when the
+chapter runs under a kernel. ``_static/hymo_site.css`` shows a figure at its own size, or
+shrunk to the text column when it is wider, where a click opens it at its own size
+(``_static/hymo_figures.js``); display formulas, tables and outputs wider than the column
+scroll sideways inside their box.
 """
 
 from __future__ import annotations
