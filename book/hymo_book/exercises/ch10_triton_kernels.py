@@ -1,17 +1,14 @@
-"""Exercises of chapter 10 (the Triton kernels): one block's flat offsets
-(``ops.utils.tiles.load_rows``), the backward of one recurrent step (``_bwd_step``), one level
-of the delta inverse by merged blocks (``gated_delta.wy.unit_lower_inverse``), chunk-to-chunk
-steps composed into one affine map, the chunk states the gla scan hands on
-(``gla.chunk_h.state_scan_kernel``), and the one-product test (``utils.pairs.takes_chunk``)."""
+"""Exercises of chapter 10 (the Triton kernels) written in torch: one block's flat offsets
+(``ops.utils.tiles.load_rows``), the backward of one recurrent step (``_bwd_step``) and the
+chunk states the gla scan hands on (``gla.chunk_h.state_scan_kernel``). The exercises in which
+the learner writes Triton are in ``ch10_triton_puzzles``."""
 
 from __future__ import annotations
 
-import math
-from functools import partial
-
 import torch
 
-from hymo_book.exercises import Case, Exercise, compare_tensors
+from hymo_book.exercises import Case, Exercise
+from hymo_book.exercises.ch10_triton_puzzles import compare_with_mistakes
 
 
 # ---- the pointer arithmetic of one block -----------------------------------------------
@@ -24,8 +21,8 @@ def _row_offsets_oracle(i_b, i_h, t, T, H, W):
 
 def _row_offsets_cases():
     return [
-        Case("the first block of the first (b, h)", (0, 0, torch.arange(16), 64, 4, 8)),
         Case("the second block of (b, h) = (1, 2)", (1, 2, torch.arange(16, 32), 40, 3, 5)),
+        Case("the first block of the first (b, h)", (0, 0, torch.arange(16), 64, 4, 8)),
         Case("the last head of the last sequence", (3, 39, torch.arange(4064, 4096), 4096, 40, 32)),
         Case("one step (T = 1)", (2, 1, torch.tensor([0]), 1, 3, 4)),
         Case("one head (H = 1)", (1, 0, torch.arange(8), 8, 1, 6)),
@@ -34,10 +31,10 @@ def _row_offsets_cases():
     ]
 
 
-def _exact_offsets(got, expected, case):
+def _integer_offsets(got, case):
     if isinstance(got, torch.Tensor) and got.is_floating_point():
         return f"case {case.name}: offsets should be integers, got {got.dtype}"
-    return compare_tensors(got, expected, case, rtol=0.0, atol=0.0, what="offset tensor")
+    return None
 
 
 def _forgets_the_heads(i_b, i_h, t, T, H, W):
@@ -87,10 +84,6 @@ def _step_cases():
             Case("strong decay: A down to -40", inputs(4, 4, rate=40.0))]
 
 
-def _step_compare(got, expected, case):
-    return compare_tensors(got, expected, case, rtol=1e-9, atol=1e-12)
-
-
 def _forgets_later_steps(h_prev, b, c, v, g, A, do, dh_next):
     alpha = torch.exp(g * A)  # (S,)
     dH = torch.outer(c, do)  # only through o_t
@@ -109,124 +102,6 @@ def _forgets_the_decay(h_prev, b, c, v, g, A, do, dh_next):
     dH = dh_next + torch.outer(c, do)
     H = alpha[:, None] * h_prev + torch.outer(b, v)
     return dH, dH @ v, H @ do, dH.T @ b  # dh_prev without alpha
-
-
-# ---- one level of the inverse by merged blocks --------------------------------------------
-def _block_inverse(M, size):
-    """(I + M)⁻¹ restricted to the diagonal blocks of ``size`` steps, block by block."""
-    n = M.shape[0]
-    T = torch.zeros_like(M)
-    for s in range(0, n, size):
-        block = torch.eye(size, dtype=M.dtype) + M[s:s + size, s:s + size]
-        T[s:s + size, s:s + size] = torch.linalg.inv(block)
-    return T
-
-
-def _merge_oracle(T, M, k):
-    """The inverse on blocks of 2^(k+1) steps, straight from M (T is not used)."""
-    return _block_inverse(M, 2 ** (k + 1))
-
-
-def _merge_cases():
-    gen = torch.Generator().manual_seed(11)
-
-    def inputs(n, k, scale=1.0, aligned=False):
-        if aligned:  # every pair close to the same weight: the hardest solve
-            M = torch.full((n, n), scale, dtype=torch.float64)
-        else:
-            M = scale * torch.randn(n, n, generator=gen, dtype=torch.float64) / n**0.5
-        M = torch.tril(M, diagonal=-1)  # strictly lower-triangular, as the kernel's M
-        return (_block_inverse(M, 2 ** k), M, k)
-
-    return [Case("n = 2, the first level", inputs(2, 0)),
-            Case("n = 8, level 0", inputs(8, 0)),
-            Case("n = 8, level 1", inputs(8, 1)),
-            Case("n = 8, the last level", inputs(8, 2)),
-            Case("n = 16, level 2", inputs(16, 2)),
-            Case("n = 16, every pair weight 0.99", inputs(16, 3, 0.99, aligned=True)),
-            Case("n = 4, M = 0", (torch.eye(4, dtype=torch.float64),
-                                  torch.zeros(4, 4, dtype=torch.float64), 1))]
-
-
-_merge_compare = partial(compare_tensors, rtol=1e-9, atol=1e-9)
-
-
-def _level_mask(n, k):
-    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
-    return ((i >> (k + 1)) == (j >> (k + 1))) & ((i >> k) & 1 == 1) & ((j >> k) & 1 == 0)
-
-
-def _plus_not_minus(T, M, k):
-    Mk = torch.where(_level_mask(M.shape[0], k), M, 0.0)
-    return T + T @ Mk @ T
-
-
-def _all_of_M(T, M, k):
-    return T - T @ M @ T
-
-
-def _one_side_only(T, M, k):
-    Mk = torch.where(_level_mask(M.shape[0], k), M, 0.0)
-    return T - Mk @ T
-
-
-# ---- a group of chunk-to-chunk steps as one affine map ----------------------------------
-def _compose_oracle(A, U):
-    """(M, B) with H_end = M H_start + B, by applying the steps to the identity and to zero
-    separately: M is the map of H_start, B what zero grows into (float64)."""
-    S, D = A.shape[1], U.shape[2]
-    M, B = torch.eye(S, dtype=torch.float64), torch.zeros(S, D, dtype=torch.float64)
-    for k in range(A.shape[0]):
-        M = A[k].double() @ M
-    for k in range(A.shape[0]):
-        B = A[k].double() @ B + U[k].double()
-    return M, B
-
-
-def _compose_cases():
-    gen = torch.Generator().manual_seed(12)
-
-    def steps(G, S, D, scale=1.0):
-        A = torch.eye(S, dtype=torch.float64) * 0.9 - scale * torch.randn(
-            G, S, S, generator=gen, dtype=torch.float64) / S
-        return A, torch.randn(G, S, D, generator=gen, dtype=torch.float64)
-
-    return [Case("a group of 4 steps, S = D = 3", steps(4, 3, 3)),
-            Case("one step", steps(1, 4, 2)),
-            Case("no step at all: the identity and zero", steps(0, 3, 2)),
-            Case("S = 5 keys, D = 2 values", steps(6, 5, 2)),
-            Case("S = 1", steps(5, 1, 3)),
-            Case("D = 1", steps(3, 4, 1)),
-            Case("16 steps", steps(16, 8, 8, 0.5)),
-            Case("no offsets: B stays zero", (steps(3, 3, 3)[0],
-                                               torch.zeros(3, 3, 3, dtype=torch.float64)))]
-
-
-_fp64_compare = partial(compare_tensors, rtol=1e-9, atol=1e-12)  # compose_steps, hand_on
-
-
-def _reversed_order(A, U):
-    S, D = A.shape[1], U.shape[2]
-    M, B = torch.eye(S, dtype=A.dtype), torch.zeros(S, D, dtype=A.dtype)
-    for k in reversed(range(A.shape[0])):  # the last step applied first
-        M, B = A[k] @ M, A[k] @ B + U[k]
-    return M, B
-
-
-def _offsets_not_carried(A, U):
-    S = A.shape[1]
-    M = torch.eye(S, dtype=A.dtype)
-    for k in range(A.shape[0]):
-        M = A[k] @ M
-    return M, U.sum(0)  # each offset as if no later step acted on it
-
-
-def _offset_before_step(A, U):
-    S, D = A.shape[1], U.shape[2]
-    M, B = torch.eye(S, dtype=A.dtype), torch.zeros(S, D, dtype=A.dtype)
-    for k in range(A.shape[0]):
-        M, B = A[k] @ M, A[k] @ (B + U[k])  # step k's own transition applied to its offset
-    return M, B
 
 
 # ---- the chunk states handed from program to program ------------------------------------
@@ -281,120 +156,42 @@ def _decay_on_the_wrong_side(delta, decay, h0):
     return torch.stack(starts), h
 
 
-# ---- one product or the levels ------------------------------------------------------------
-def _fits_oracle(g, A, span=64.0):
-    """Every exponent of the block's excess decay, l_t δ_n in base 2 with δ = A - max A,
-    within ±span: the (T, S) table of them, its largest size."""
-    A = A.double()
-    exponents = g.double().cumsum(0)[:, None] * (A - A.max())[None, :] / math.log(2)  # (T, S)
-    return bool(exponents.abs().max() <= span)
-
-
-def _fits_cases():
-    gen = torch.Generator().manual_seed(6)
-    rates = torch.rand(32, generator=gen, dtype=torch.float64) + 0.5  # (S,) in [0.5, 1.5)
-    gates = torch.rand(16, generator=gen, dtype=torch.float64)  # (T,) in [0, 1)
-
-    def at(share, g=gates, base=2.0):
-        """Rates scaled so that the largest exponent of the excess, in the given base, is
-        share · 64."""
-        top = g.cumsum(0).abs().max() * (rates.max() - rates.min()) / math.log(base)
-        return (g, -rates * share * 64.0 / top)
-
-    swing = torch.tensor([30.0, -30.0, 1.0, -1.0], dtype=torch.float64)  # l = 30, 0, 1, 0
-    return [Case("one fast rate on every key (1,000)",
-                 (gates, -torch.full((32,), 1000.0, dtype=torch.float64))),
-            Case("a mild block (largest exponent 0.5 · 64)", at(0.5)),
-            Case("a strong block (2 · 64)", at(2.0)),
-            Case("just inside (0.99 · 64)", at(0.99)),
-            Case("just outside (1.01 · 64)", at(1.01)),
-            Case("within 64 in base e, past it in base 2", at(0.9, base=math.e)),
-            Case("a fast shared rate, a mild spread (rates 1,000 .. 1,000.5)",
-                 (gates, -1000.0 - rates + 0.5)),
-            Case("a gate that swings back (largest |l| mid-block)", (swing, -torch.tensor(
-                [3.0, 4.0, 6.0], dtype=torch.float64))),
-            Case("one step (T = 1)", (gates[:1], -rates)),
-            Case("span 10 instead of 64", (gates, -rates / 4), {"span": 10.0}),
-            Case("a long block of small gates", (torch.full((256,), 0.4, dtype=torch.float64),
-                                                 -torch.tensor([0.5, 0.6], dtype=torch.float64))),
-            Case("gates below zero (l falls to -40)", (torch.tensor([-30.0, -10.0, 5.0]).double(),
-                                                        -torch.tensor([3.0, 4.0, 6.0]).double()))]
-
-
-def _exact_answer(got, expected, case):
-    if not isinstance(got, bool | torch.Tensor) or (isinstance(got, torch.Tensor)
-                                                     and got.numel() != 1):
-        return f"case {case.name}: the answer should be one True or False, got {got!r}"
-    got = bool(got)
-    if got != expected:
-        return f"case {case.name}: expected {expected}, got {got}"
-    return None
-
-
-def _natural_base(g, A, span=64.0):
-    return bool((g.cumsum(0).abs().max() * (A.max() - A.min())) <= span)  # e^x, not 2^x
-
-
-def _end_of_the_block(g, A, span=64.0):
-    return bool(g.sum().abs() * (A.max() - A.min()) / math.log(2) <= span)  # l_end, not max |l|
-
-
-def _largest_not_absolute(g, A, span=64.0):
-    return bool(g.cumsum(0).max() * (A.max() - A.min()) / math.log(2) <= span)  # max l, not |l|
-
-
-def _fastest_rate(g, A, span=64.0):
-    return bool(g.cumsum(0).abs().max() * A.abs().max() / math.log(2) <= span)  # all the decay
-
+_OFFSET_MISTAKES = [
+    (_forgets_the_heads, "the head is missing from the row: step t of (i_b, i_h) is row "
+                         "(i_b * T + t) * H + i_h"),
+    (_heads_before_time, "these are the offsets of a (B, H, T, W) tensor: in (B, T, H, W) the "
+                         "row of step t is (i_b * T + t) * H + i_h"),
+    (_rows_only, "one offset per row: add the columns, row * W + arange(W), shape (len(t), W)"),
+]
+_STEP_MISTAKES = [
+    (_forgets_later_steps, "dh_next is left out: dH = c doᵀ + dh_next carries the later "
+                           "steps' gradient"),
+    (_reads_the_old_state, "dc reads H_prev: dc = H do with H the state after the step"),
+    (_forgets_the_decay, "dh_prev lacks the decay: hand exp(g A) ⊙ dH to the step before"),
+]
+_HAND_ON_MISTAKES = [
+    (_end_states, "these are the states the chunks end with: store H_k before the update"),
+    (_decay_after_the_write, "ΔH is decayed twice: it is already decayed to its chunk's end, "
+                             "H ← decay ⊙ H + ΔH"),
+]
 
 EXERCISES = [
     Exercise(
         name="row_offsets", chapter="10_triton_kernels", cases=_row_offsets_cases,
-        oracle=_row_offsets_oracle, compare=_exact_offsets,
-        wrong=[(_forgets_the_heads, "case the first block of the first (b, h): offset tensor "
-                                    "differs at position (1, 0)"),
-               (_heads_before_time, "case the first block of the first (b, h): offset tensor "
-                                    "differs at position (1, 0)"),
-               (_rows_only, "case the first block of the first (b, h): offset tensor has shape "
-                            "(16,)")],
+        oracle=_row_offsets_oracle,
+        compare=compare_with_mistakes(_OFFSET_MISTAKES, rtol=0.0, atol=0.0, skip=0,
+                                      exact=_integer_offsets),
+        wrong=[(fn, hint[:40]) for fn, hint in _OFFSET_MISTAKES],
     ),
     Exercise(
         name="recurrent_step_backward", chapter="10_triton_kernels", cases=_step_cases,
-        oracle=_step_backward_oracle, compare=_step_compare,
-        wrong=[(_forgets_later_steps, "case random S = 4, D = 3: output 0 differs"),
-               (_reads_the_old_state, "case random S = 4, D = 3: output 2 differs"),
-               (_forgets_the_decay, "case random S = 4, D = 3: output 0 differs")],
-    ),
-    Exercise(
-        name="merge_level", chapter="10_triton_kernels", cases=_merge_cases,
-        oracle=_merge_oracle, compare=_merge_compare,
-        wrong=[(_plus_not_minus, "case n = 2, the first level: output differs"),
-               (_all_of_M, "case n = 8, level 0: output differs"),
-               (_one_side_only, "case n = 8, level 1: output differs")],
-    ),
-    Exercise(
-        name="compose_steps", chapter="10_triton_kernels", cases=_compose_cases,
-        oracle=_compose_oracle, compare=_fp64_compare,
-        wrong=[(_reversed_order, "case a group of 4 steps, S = D = 3: output 0 differs"),
-               (_offsets_not_carried, "case a group of 4 steps, S = D = 3: output 1 differs"),
-               (_offset_before_step, "case a group of 4 steps, S = D = 3: output 1 differs")],
+        oracle=_step_backward_oracle, compare=compare_with_mistakes(_STEP_MISTAKES, skip=0),
+        wrong=[(fn, hint[:40]) for fn, hint in _STEP_MISTAKES],
     ),
     Exercise(
         name="hand_on", chapter="10_triton_kernels", cases=_hand_on_cases,
-        oracle=_hand_on_oracle, compare=_fp64_compare,
-        wrong=[(_end_states, "case 5 chunks, S = 4, D = 3: output 0 differs"),
-               (_decay_after_the_write, "case 5 chunks, S = 4, D = 3: output 0 differs"),
+        oracle=_hand_on_oracle, compare=compare_with_mistakes(_HAND_ON_MISTAKES, skip=0),
+        wrong=[*[(fn, hint[:40]) for fn, hint in _HAND_ON_MISTAKES],
                (_decay_on_the_wrong_side, "case 5 chunks, S = 4, D = 3 raised RuntimeError")],
-    ),
-    Exercise(
-        name="fits_one_product", chapter="10_triton_kernels", cases=_fits_cases,
-        oracle=_fits_oracle, compare=_exact_answer,
-        wrong=[(_natural_base, "case just outside (1.01 · 64): expected False, got True"),
-               (_end_of_the_block, "case a gate that swings back (largest |l| mid-block): "
-                                   "expected False, got True"),
-               (_fastest_rate, "case one fast rate on every key (1,000): expected True, "
-                               "got False"),
-               (_largest_not_absolute, "case gates below zero (l falls to -40): expected False, "
-                                       "got True")],
     ),
 ]

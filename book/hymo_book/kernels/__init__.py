@@ -5,7 +5,6 @@
     source.py         chapter 10: the package's kernel source shown with notes beside it
     arithmetic.py     chapters 10 and 21: error checks, decay weights, launches, memory
     chunk_levels.py   chapter 10: the chunked kernel's levels, in einops
-    chain_sim.py      chapter 10: a toy GPU whose programs wait for one another
     report.py         chapter 21: the kernels now, the launch arithmetic, every target's verdict
     gdn_runs.py       the benchmark of record (gdn_*.json) as tables
     targets.py        the targets set for the chunked kernels and the kernel-only run
