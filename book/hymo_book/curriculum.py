@@ -164,14 +164,25 @@ SYMBOLS: dict[str, tuple[str, str, str, str | None]] = {
             r"$(I + M)^{-1} \mathrm{diag}(\beta)\, V$", _ALONE + r"U_\{?v"),
     "N, F": ("09_gpu_primer", "number", "the bytes an operation moves and the floating-point "
              "operations it does", None),
-    r"\mathcal{L}, dX": ("09_gpu_primer", "number; the shape of $X$", "the loss, and its "
-                         "gradient with respect to $X$", None),
+    r"\mathcal{L}, dH": ("09_gpu_primer", "number; the shape of $H$", "the loss, and its "
+                         "gradient with respect to a quantity, here $H$", None),
     "H_k, W_k, U_k": ("10_triton_kernels", "as without $k$", "the quantity of chunk $k$", None),
     r"\Phi_k, \Psi_k": ("10_triton_kernels", "$(S, S)$, $(S, D)$", "a chunk's map of the "
                         r"state, $H_{k+1} = \Phi_k H_k + \Psi_k$; $\Phi_g$, $\Psi_g$ that of "
                         "a group of chunks", None),
     "Y": ("10_triton_kernels", "$(C, C)$", "the inverse of $I + M$ as it is built, level by "
           "level", None),
+    r"\mathrm{bias}": ("11_moe", "$(E)$", "the router's balancing bias, one per routed expert; it "
+                       "moves the choice, not the weights", None),
+    "m, w_m": ("12_mtp", "index, number", "an MTP depth ($m \\ge 1$; depth 0 is the main head) "
+               "and the weight of its loss", None),
+    "c^{KV}_s": ("06_mla", "$(r)$, $r$ = `kv_lora_rank`", "MLA's cached latent of token $s$ "
+                 "(the superscript keeps it apart from GDN's read key $c_t$)", None),
+    "f": ("16_mhc", "function", "a sub-layer (attention, mixer or feed-forward) as a function "
+          "of its input", None),
+    "X": ("16_mhc", "$(n, d)$", "a token's $n$ residual streams (mHC)", None),
+    r"\Pi_L": ("16_mhc", "$(n, n)$", "the streams' residual path through $L$ sub-layers, a "
+                "product of comb maps", None),
     r"\mathrm{cap}": ("11_moe", "number", "an expert's capacity: the most assignments it "
                       "serves in a training batch", None),
 }
