@@ -75,6 +75,8 @@ TERMS: dict[str, tuple[str, str]] = {
     "fla": ("08_chunked_form", r"\bfla\b|\bflash-linear-attention\b"),
     "autocast": ("11_moe", r"\bautocast\b"),
     "AdamW": ("17_training", r"\bAdamW\b"),
+    "bf16": ("01_overview", r"\bbf16\b|\bbfloat16\b"),  # 01 says what it is; 09 teaches it
+    "fp16": ("03_norms_and_swiglu", r"\bfp16\b|\bfloat16\b"),
     "CUDA graph": ("17_training", r"\bCUDA graphs?\b"),
     "SDPA": ("17_training", r"\bSDPA\b"),
 }
