@@ -11,6 +11,8 @@ before its chapter. The site's table of contents and the README's chapter list f
 the spellings that count as using it inside a formula (None for index letters, which are
 bound where they are used). The same test fails on a symbol met before its chapter, and
 ``notation_table`` writes the page's table, so the page and the test cannot disagree.
+``RETIRED`` lists the spellings the book used before the page for a meaning the page gives
+another symbol; the test fails on any left in a chapter's formulas.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import re
 from pathlib import Path
 
 __all__ = ["PARTS", "CHAPTERS", "TERMS", "SYMBOLS", "NOTATION_PAGE", "PAGES_AFTER", "chapter_index",
-           "terms_used", "symbols_used", "notation_table"]
+           "terms_used", "symbols_used", "notation_table", "formulas_of",
+           "retired_used", "RETIRED"]
 
 BOOK = Path(__file__).resolve().parents[1]
 
@@ -191,6 +194,22 @@ SYMBOLS: dict[str, tuple[str, str, str, str | None]] = {
 
 
 
+# spellings the book used before the notation page, each for a symbol the page gives another
+# meaning: formula pattern -> what the notation writes instead
+RETIRED: dict[str, tuple[str, str]] = {  # as printed -> (pattern in formulas, write instead)
+    "W_ts": (r"W_\{?ts", "P_ts (W is the WY form's keys; the weights inside a chunk are P)"),
+    "M_ts = do_t v_s": (r"M_\{ts\} = do", "dP_ts (M is the delta rule's key pairs)"),
+    "U^v": (r"U\^\{?v", "U_v"),
+    "l_end": (r"l_\\text\{end\}", "l_C, the gate summed over the whole chunk"),
+    "M_g, B_g": (r"(?<![A-Za-z\\])[MB]_g", "Phi_g, Psi_g: a group's map of the state"),
+    "A_k": (r"(?<![A-Za-z\\])A_k", "Phi_k: a chunk's map of the state (A is the decay rates)"),
+    "T, the inverse by levels": (r"T \\leftarrow|T = I - M_0|T = \(I \+ M\)\^",
+                                 "Y (T is the sequence length)"),
+    "B~, B^": (r"\\tilde\s*\{?\s*B|\\hat\s*\{?\s*B", "K~, K^ (a chunk's write keys stack as K)"),
+    "B_T": (r"(?<![A-Za-z\\])B_T", "C, or `BT` in code font"),
+}
+
+
 def chapter_index(stem: str) -> int:
     """Position of a chapter in the reading order."""
     if stem not in CHAPTERS:
@@ -209,13 +228,25 @@ def terms_used(text: str) -> set[str]:
     return {term for term, (_, pattern) in TERMS.items() if re.search(pattern, text)}
 
 
+def formulas_of(text: str) -> str:
+    """The formulas of ``text`` (``$...$``, ``$$...$$``; code left out), joined by spaces."""
+    return " ".join(a or b for a, b in re.findall(r"\$\$(.+?)\$\$|\$([^$]+)\$",
+                                                  _without_code(text), flags=re.S))
+
+
 def symbols_used(text: str) -> set[str]:
-    """The symbols of ``SYMBOLS`` that the formulas of ``text`` use (``$...$``, ``$$...$$``)."""
-    formulas = " ".join(a or b for a, b in re.findall(r"\$\$(.+?)\$\$|\$([^$]+)\$",
-                                                        _without_code(text), flags=re.S))
-    formulas = re.sub(r"\\(mathrm|mathcal|text|operatorname)\{[^}]*\}", " ", formulas)
+    """The symbols of ``SYMBOLS`` that the formulas of ``text`` use."""
+    formulas = re.sub(r"\\(mathrm|mathcal|text|operatorname)\{[^}]*\}", " ", formulas_of(text))
     return {symbol for symbol, (*_, pattern) in SYMBOLS.items()
             if pattern and re.search(pattern, formulas)}
+
+
+def retired_used(text: str) -> list[str]:
+    """The spellings of ``RETIRED`` that the formulas of ``text`` still use, with the
+    notation's word for each."""
+    formulas = formulas_of(text)
+    return [f"{old} -> {instead}" for old, (pattern, instead) in RETIRED.items()
+            if re.search(pattern, formulas)]
 
 
 def notation_table() -> str:
