@@ -171,12 +171,8 @@ SYMBOLS: dict[str, tuple[str, str, str, str | None]] = {
              "operations it does", None),
     r"\mathcal{L}, dH": ("09_gpu_primer", "number; the shape of $H$", "the loss, and its "
                          "gradient with respect to a quantity, here $H$", None),
-    "H_k, W_k, U_k": ("10_triton_kernels", "as without $k$", "the quantity of chunk $k$", None),
-    r"\Phi_k, \Psi_k": ("10_triton_kernels", "$(S, S)$, $(S, D)$", "a chunk's map of the "
-                        r"state, $H_{k+1} = \Phi_k H_k + \Psi_k$; $\Phi_g$, $\Psi_g$ that of "
-                        "a group of chunks", None),
-    "Y": ("10_triton_kernels", "$(C, C)$", "the inverse of $I + M$ as it is built, level by "
-          "level", None),
+    "H_k, N_C": ("10_triton_kernels", "as without $k$; number", "the state chunk $k$ starts "
+                 "with (a subscript $k$ numbers chunks), and the number of chunks", None),
     r"\mathrm{bias}": ("11_moe", "$(E)$", "the router's balancing bias, one per routed expert; it "
                        "moves the choice, not the weights", None),
     "m, w_m": ("12_mtp", "index, number", "an MTP depth ($m \\ge 1$; depth 0 is the main head) "
@@ -198,13 +194,14 @@ SYMBOLS: dict[str, tuple[str, str, str, str | None]] = {
 # meaning: formula pattern -> what the notation writes instead
 RETIRED: dict[str, tuple[str, str]] = {  # as printed -> (pattern in formulas, write instead)
     "W_ts": (r"W_\{?ts", "P_ts (W is the WY form's keys; the weights inside a chunk are P)"),
-    "M_ts = do_t v_s": (r"M_\{ts\} = do", "dP_ts (M is the delta rule's key pairs)"),
+    "M_ts or Y_ts = do_t v_s": (r"[MY]_\{ts\} = do", "dP_ts, the gradient of P (M is the delta rule's "
+                        "key pairs)"),
     "U^v": (r"U\^\{?v", "U_v"),
     "l_end": (r"l_\\text\{end\}", "l_C, the gate summed over the whole chunk"),
-    "M_g, B_g": (r"(?<![A-Za-z\\])[MB]_g", "Phi_g, Psi_g: a group's map of the state"),
-    "A_k": (r"(?<![A-Za-z\\])A_k", "Phi_k: a chunk's map of the state (A is the decay rates)"),
+    "M_g, B_g": (r"(?<![A-Za-z\\])[MB]_g", "another letter: M is the delta rule's key pairs"),
+    "A_k": (r"(?<![A-Za-z\\])A_k", "another letter: A is the decay rates"),
     "T, the inverse by levels": (r"T \\leftarrow|T = I - M_0|T = \(I \+ M\)\^",
-                                 "Y (T is the sequence length)"),
+                                 "(I + M)⁻¹ by levels, not T (T is the sequence length)"),
     "B~, B^": (r"\\tilde\s*\{?\s*B|\\hat\s*\{?\s*B", "K~, K^ (a chunk's write keys stack as K)"),
     "B_T": (r"(?<![A-Za-z\\])B_T", "C, or `BT` in code font"),
 }
