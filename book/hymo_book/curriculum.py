@@ -194,8 +194,8 @@ SYMBOLS: dict[str, tuple[str, str, str, str | None]] = {
 # meaning: formula pattern -> what the notation writes instead
 RETIRED: dict[str, tuple[str, str]] = {  # as printed -> (pattern in formulas, write instead)
     "W_ts": (r"W_\{?ts", "P_ts (W is the WY form's keys; the weights inside a chunk are P)"),
-    "M_ts or Y_ts = do_t v_s": (r"[MY]_\{ts\} = do", "dP_ts, the gradient of P (M is the delta rule's "
-                        "key pairs)"),
+    "M_ts or Y_ts = do_t v_s": (r"[MY]_\{ts\} = do",
+                                "dP_ts, the gradient of P (M is the delta rule's key pairs)"),
     "U^v": (r"U\^\{?v", "U_v"),
     "l_end": (r"l_\\text\{end\}", "l_C, the gate summed over the whole chunk"),
     "M_g, B_g": (r"(?<![A-Za-z\\])[MB]_g", "another letter: M is the delta rule's key pairs"),
