@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+from hymo_book.curriculum import PAGES_AFTER
 from hymo_book.site.build import build_site, chapters, write_toc
 from hymo_book.site.offline import (
     HTML_MANAGER_VERSION,
@@ -85,7 +86,9 @@ def test_toc_lists_every_chapter_in_reading_order(tmp_path):
     names = [p.stem for p in chapters(BOOK)]
     assert names == sorted(names) and names[0].startswith("00_")
     toc = write_toc(BOOK, tmp_path / "_toc.yml").read_text()
-    assert re.findall(r"- file: (\S+)", toc) == names
+    listed = re.findall(r"- file: (\S+)", toc)
+    assert [f for f in listed if f not in PAGES_AFTER] == names
+    assert listed.index("notation") == listed.index(PAGES_AFTER["notation"]) + 1
     assert "root: README" in toc
 
 

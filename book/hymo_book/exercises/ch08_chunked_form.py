@@ -126,15 +126,15 @@ def _gla_factorised(v, b, c, g, A, H0):
 
 def _gla_no_start_state(v, b, c, g, A, H0):
     L, causal, E = _gaps(g, A)
-    W = einsum(c, b, E, "t n, s n, t s n -> t s")
+    P = einsum(c, b, E, "t n, s n, t s n -> t s")
     H = torch.exp(L[-1] * A)[:, None] * H0 + (b * torch.exp((L[-1] - L)[:, None] * A)).T @ v
-    return W @ v, H  # forgets what the chunk reads from H0
+    return P @ v, H  # forgets what the chunk reads from H0
 
 
 def _gla_undecayed_handover(v, b, c, g, A, H0):
     L, causal, E = _gaps(g, A)
-    W = einsum(c, b, E, "t n, s n, t s n -> t s")
-    o = W @ v + (c * torch.exp(L[:, None] * A)) @ H0
+    P = einsum(c, b, E, "t n, s n, t s n -> t s")
+    o = P @ v + (c * torch.exp(L[:, None] * A)) @ H0
     H = H0 + (b * torch.exp((L[-1] - L)[:, None] * A)).T @ v  # H0 not decayed through
     return o, H
 

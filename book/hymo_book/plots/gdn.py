@@ -113,8 +113,8 @@ def decay_spectrum_figure(gate: float = 0.5, a_log_shift: float = 0.0,
 
 def effective_attention(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
                         A: torch.Tensor) -> torch.Tensor:
-    """The recurrence as a matrix: W (B, H, T, T) with o_t = sum_s W[t, s] v_s, where
-    W[t, s] = sum_n c_t[n] b_s[n] exp(A[n] (G_t - G_s)) for s <= t, G_t = g_1 + ... + g_t.
+    """The recurrence as a matrix: P (B, H, T, T) with o_t = sum_s P[t, s] v_s, where
+    P[t, s] = sum_n c_t[n] b_s[n] exp(A[n] (L_t - L_s)) for s <= t, L_t = g_1 + ... + g_t.
     Same layouts as ``naive_gla``; memory grows like T² · S (keep T small)."""
     G = torch.cumsum(g.double(), dim=1)  # (B, T, H)
     gap = rearrange(G, "b t h -> b h t 1") - rearrange(G, "b s h -> b h 1 s")  # (B, H, T, T)

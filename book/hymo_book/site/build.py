@@ -46,9 +46,10 @@ def chapters(book_dir: Path = BOOK) -> list[Path]:
 
 def write_toc(book_dir: Path, path: Path) -> Path:
     """A Jupyter Book ``_toc.yml``: README as the root, then the parts of the reading order
-    (``hymo_book.curriculum.PARTS``) with the chapters that exist on disk; a chapter file
+    (``hymo_book.curriculum.PARTS``) with the chapters that exist on disk, each followed by
+    the pages of ``PAGES_AFTER`` that follow it (the notation page); a chapter file
     outside the reading order goes in a last part, so that nothing is left off the site."""
-    from hymo_book.curriculum import PARTS
+    from hymo_book.curriculum import PAGES_AFTER, PARTS
 
     on_disk = {p.stem for p in chapters(book_dir)}
     lines = ["format: jb-book", "root: README", "parts:"]
@@ -57,7 +58,10 @@ def write_toc(book_dir: Path, path: Path) -> Path:
         present = [s for s in stems if s in on_disk]
         if present:
             lines += [f"- caption: {caption}", "  chapters:"]
-            lines += [f"  - file: {s}" for s in present]
+            for s in present:  # each chapter, then the pages that follow it (the notation)
+                lines += [f"  - file: {page}" for page in [s] + [
+                    p for p, after in PAGES_AFTER.items()
+                    if after == s and (Path(book_dir) / f"{p}.md").is_file()]]
             placed.update(present)
     rest = sorted(on_disk - placed)
     if rest:
