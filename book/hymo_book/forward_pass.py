@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from torch.utils.flop_counter import FlopCounterMode
 
 from hymo_book.results import load_result, run_caption
+from hymo_book.training import TRAIN_STEP
 from hymo_mini.analysis.costs import mla_cost
 from hymo_mini.analysis.flops import forward_flops
 from hymo_mini.analysis.tables import TextTable
@@ -34,7 +35,7 @@ __all__ = ["SECTION_11", "STEP_RUN", "shape_in", "production_trace", "section_11
            "ShapeCheck",
            "flop_check", "flops_figure", "step_table", "time_against_flops"]
 
-STEP_RUN = "train_step_h200_2026-12-01.json"
+STEP_RUN = TRAIN_STEP  # the run chapter 17 and the README read
 DOC_B, DOC_T = 2, 128  # section 11's example
 
 # (section, tensor, the document's line, block kind, module path inside the block, which side)
@@ -251,7 +252,7 @@ def step_table(mfu: float = 0.5) -> TextTable:
                      f"{c['tokens_per_s'] * flops / peak:.1%}"))
     return TextTable(("case (B = 4, T = 4,096)", "training FLOPs/token", "as recorded",
                       f"cost model at {mfu:.0%} MFU", "measured tokens/s", "measured MFU"),
-                     rows, title=f"one H200, {run['peak_tflops']:g} TFLOP/s dense bf16 peak; "
+                     rows, title=f"one GPU, {run['peak_tflops']:g} TFLOP/s dense bf16 peak; "
                                  + run_caption(run).splitlines()[0], align="lrrrrr")
 
 

@@ -187,10 +187,19 @@ def test_the_mla_reading_rests_on_the_mqar_seeds(table):
     (last, n_last), (first, n_first) = learned(mla_position="last"), learned(mla_position="first")
     assert last > first  # the preference the reading rests on
     assert learned(mla_every=1)[0] == learned(mla_every=0)[0] == 0  # neither pure stack did
-    note = table["mla-positions"].claim.note
+    note = table["mla-positions"].claim.note()
     assert cfg().mla_position == "last" and "reading: the figure's" in note
     assert f"MLA last learned the task in {last} of {n_last} runs" in note
-    assert first == 0 and n_first == n_last and "MLA first in none" in note
+    assert f"MLA first in {first} of {n_first}" in note and "do not settle" in note
+
+
+def test_fisher_two_sided_matches_the_hypergeometric_by_hand():
+    from hymo_book.claims.values_measured import fisher_two_sided
+
+    # 3 of 6 against 0 of 6: the two extreme splits each have 20/220; both count
+    assert fisher_two_sided(3, 6, 0, 6) == pytest.approx(40 / 220)
+    assert fisher_two_sided(6, 6, 0, 6) == pytest.approx(2 / 924)
+    assert fisher_two_sided(1, 2, 1, 2) == pytest.approx(1.0)
 
 
 def test_verdicts_of_key_claims(table):

@@ -65,4 +65,4 @@ def test_the_time_table_shares_add_up():
     flops = sum(float(row[1].rstrip("%")) for row in table.rows if row[1] != "-")
     time = sum(float(row[2].rstrip("%")) for row in table.rows)
     assert flops == pytest.approx(100, abs=0.5) and time == pytest.approx(100, abs=0.5)
-    assert "train_step_h200_2026-12-01.json" in table.title
+    assert fp.STEP_RUN in table.title

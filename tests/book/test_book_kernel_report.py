@@ -634,20 +634,12 @@ def test_the_kernel_files_are_the_folders_files_and_the_recipes_their_launches()
     assert "def chain_fwd_kernel(" in (root / "gated_delta" / "chunk_chain.py").read_text()
 
 
-def test_what_was_tried_names_sections_of_the_chapter_and_reads_every_ratio():
-    """Each change of the tuning table points at a heading of chapter 21 and has a ratio for
-    every case its run timed."""
-    import nbformat
-    from hymo_book.curriculum import BOOK
+def test_what_was_tried_reads_every_ratio():
+    """Each change of the tuning table has a ratio for every case its run timed."""
     from hymo_book.kernels import tuning
 
-    headings = {line.lstrip("#").strip()
-                for cell in nbformat.read(BOOK / "21_kernel_report.ipynb", as_version=4).cells
-                if cell.cell_type == "markdown" for line in cell.source.splitlines()
-                if line.startswith("#")}
     table = tuning.tried_table()
     assert len(table.rows) == len(tuning.TRIED)
     for row in table.rows:
-        assert row["section"] in headings, row["section"]
         assert row["ratios"] and all(0 < x < 5 for x in row["ratios"]), row
         assert row["outcome"] in ("kept", "kept, since removed", "not kept")

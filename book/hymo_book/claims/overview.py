@@ -17,8 +17,10 @@ from hymo_book.claims.values import (
     n_params,
 )
 from hymo_book.claims.values_measured import (
+    MQAR_RUN,
     STEP_RUN,
     hybrid_over_all_mla,
+    mqar_layout_note,
 )
 from hymo_book.prose import fmt
 from hymo_mini.analysis import costs
@@ -134,11 +136,10 @@ CLAIMS: list[Claim] = [
                    f"reaches 40% at T = {fmt(crossing(hybrid_share, 0.40, 1, 1 << 20))}")),
     Claim("mla-positions", "1.2.1", "MLA layers at {0, 4, ..., 28}", "0, 4, ..., 28",
           lambda: layout(cfg().mla_positions), "",
-          "reading: the figure's, MLA last in each group of four, on the MQAR seeds "
-          "(book/results/mqar_seeds_h200_2026-12-01.json): the 3:1 hybrids with MLA last "
-          "learned the task in 3 of 6 runs, those with MLA first in none. The text states "
-          "its layout five times, with a rationale and a per-layer RoPE table; "
-          "config.mla_position = 'first' gives it",
+          lambda: ("reading: the figure's, MLA last in each group of four, a choice the MQAR "
+                   f"seeds ({MQAR_RUN}) lean towards but do not settle: {mqar_layout_note()}. "
+                   "The text states its layout five times, with a rationale and a per-layer "
+                   "RoPE table; config.mla_position = 'first' gives it"),
           versus="the closing figure draws MLA at L03, L07, ..., L31"),
     Claim("gdn-params-2.5M", "1.3.1", "a GDN layer has ~2.5M parameters", 2.5e6,
           lambda: n_params("gdn") / len(cfg().gdn_positions), "M",

@@ -8,6 +8,7 @@ so that a verdict here and a number there are one value. Nothing here measures.
 from __future__ import annotations
 
 import functools
+from math import comb
 
 from hymo_book.results import load_result
 
@@ -93,3 +94,27 @@ def mqar_learned(threshold: float = 0.9, **fields) -> tuple[int, int]:
     if not runs:
         raise KeyError(f"{MQAR_RUN} has no run of the layout {code}")
     return sum(min(acc for _, _, acc in r["accuracy"]) >= threshold for r in runs), len(runs)
+
+
+def fisher_two_sided(a: int, n_a: int, b: int, n_b: int) -> float:
+    """Fisher's exact test of a successes in n_a runs against b in n_b: the probability, with
+    the a + b successes dealt out at random, of a split no more likely than the one seen."""
+    k, n = a + b, n_a + n_b
+
+    def chance(x: int) -> float:  # x of the k successes in the first group
+        return comb(n_a, x) * comb(n_b, k - x) / comb(n, k)
+
+    seen = chance(a)
+    return sum(chance(x) for x in range(max(0, k - n_b), min(k, n_a) + 1)
+               if chance(x) <= seen * (1 + 1e-9))
+
+
+def mqar_layout_note() -> str:
+    """The MQAR runs behind the layout's reading: counts, the exact test, and the controls."""
+    (last, n_last), (first, n_first) = (mqar_learned(mla_position=p) for p in ("last", "first"))
+    (mla, n_mla), (gdn, n_gdn) = mqar_learned(mla_every=1), mqar_learned(mla_every=0)
+    return (f"the 3:1 hybrids with MLA last learned the task in {last} of {n_last} runs, those "
+            f"with MLA first in {first} of {n_first} (Fisher's exact test, two-sided "
+            f"p = {fisher_two_sided(last, n_last, first, n_first):.2f}); the all-MLA stack, "
+            f"attention in every layer, learned it in {mla} of {n_mla} and the all-GDN stack in "
+            f"{gdn} of {n_gdn}")

@@ -3,9 +3,9 @@
 The kernels were tuned over many GPU calls; each change was timed against the setting in use
 in the same run. :data:`TRIED` lists the changes in the order they were tried, each with the
 rule it touched, whether it stayed (``kept``; ``kept, since removed`` where a later change or
-the library's restructuring took it out again; ``not kept``), the section of chapter 21 that
-shows its run, and a function that reads the ratio of its time to the time before it, one a
-shape and dtype, from the runs the sections read. :func:`tried_table` tabulates them.
+the library's restructuring took it out again; ``not kept``) and a function that reads the
+ratio of its time to the time before it, one a shape and dtype, from its runs.
+:func:`tried_table` tabulates them.
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ REDO_H100_RUNS = ("delta_redo_b4t4096_h100_2026-12-05.json",
 
 @dataclass(frozen=True)
 class Tried:
-    """One change: what it was, the rule, whether it stayed, what its ratios time, the
-    section that shows it, and the function that reads its ratios (tried / before)."""
+    """One change: what it was, the rule, whether it stayed, what its ratios time and
+    the function that reads its ratios (tried / before)."""
 
     what: str
     rule: str
     outcome: str
     timed: str
-    section: str
     ratios: Callable[[], list[float]]
 
 
@@ -122,63 +121,54 @@ _SHIPPED_GROUPS = ("groups of 32 chunks; group kernels 64 columns, 2 warps; walk
 _HALF = kernel_settings.DELTA_HALF_RUNS
 TRIED = (
     Tried("the state passes over groups of chunks when few programs run", "delta", "kept",
-          "forward + backward, one sequence", "6. The true delta rule against fla's `chunk_kda`",
-          _groups_for_long),
+          "forward + backward, one sequence", _groups_for_long),
     Tried("the forward in one launch, chunks of 128", "gla", "kept, since removed",
-          "forward per call", "The gla forward in one launch", _gla_one_launch),
+          "forward per call", _gla_one_launch),
     Tried("the forward of 16-bit inputs in one launch", "delta", "kept", "forward per call",
-          "The delta forward in one launch", _delta_one_launch),
+          _delta_one_launch),
     Tried("pairs by one product where the decay allows", "both", "kept",
-          "forward (device time where timed)", "Since the last runs: one product where the "
-          "decay allows, and a forward that keeps nothing", _pairs_auto),
+          "forward (device time where timed)", _pairs_auto),
     Tried("the state handed on by a tagged ring", "gla", "not kept", "forward device time",
-          "The two launches on the GPU, and the settings tried again", _ring),
+          _ring),
     Tried("reaching back past the chain (reach 4, two stages)", "gla", "kept, since removed",
-          "forward device time", "Reaching back past the chain",
-          lambda: _setting(kernel_settings.REACH_RUNS, "gla",
+          "forward device time", lambda: _setting(kernel_settings.REACH_RUNS, "gla",
                            "reach = 4; output_fwd: warps 1, stages 2")),
     Tried("bf16 products in the forward of 16-bit inputs", "gla", "kept", "forward device time",
-          "bf16 products in the half-precision forward",
           lambda: _setting(kernel_settings.HALF_RUNS, "gla", "bf16 products")),
     Tried("bf16 products in the forward of 16-bit inputs", "delta", "kept",
-          "forward device time", "bf16 products in the delta rule's forward",
+          "forward device time",
           lambda: [1 / x for x in _setting(_HALF, "delta", "tf32 products")]),
     Tried("attention blocks of 32 steps", "gla", "not kept", "forward device time",
-          "Larger attention blocks",
           lambda: _setting(kernel_settings.BLOCK_RUNS, "gla", "block = 32")),
     Tried("six bf16 products for each fp32-grade product of the backward", "gla", "kept",
-          "forward + backward", "Six bf16 products in the fp32 backward", _bf16x6_backward),
+          "forward + backward", _bf16x6_backward),
     Tried("kernels launched directly, not through Triton's launcher", "both",
           "kept, since removed", "the host's time to issue a forward",
-          "On an H100: launching directly, and the delta forward that keeps nothing", _direct),
+          _direct),
     Tried("W and Uv formed again where no backward follows (redo)", "delta",
           "kept, since removed", "forward device time",
-          "On an H100: launching directly, and the delta forward that keeps nothing",
           lambda: _setting({"delta": REDO_H100_RUNS}, "delta", "redo = True")),
     Tried("stretches of 4 or 16 chunks, or only the inverse kept between steps", "delta",
-          "not kept", "forward per call", "The delta forward as it ships, against both floors",
+          "not kept", "forward per call",
           lambda: _changes(delta_forward.DELTA_STRETCH_RUNS, "bfloat16")),
     Tried("the fp32 WY and output kernels capped at 128 registers", "delta", "kept",
-          "forward per call", "The delta forward as it ships, against both floors",
+          "forward per call",
           lambda: _changes(delta_forward.DELTA_CAP_RUNS["wy_fwd and output"], "float32")),
     Tried("one product at any decay where a head's keys share one rate (the model's rates)",
           "both", "kept", "forward per call",
-          "One product at any decay, where a head's keys share one rate",
           lambda: _one_rate("model")),
     Tried("the same change, on weak rates that took one product already", "both", "kept",
-          "forward per call", "One product at any decay, where a head's keys share one rate",
-          lambda: _one_rate("weak")),
+          "forward per call", lambda: _one_rate("weak")),
     Tried("a chunk's inverse with one product fewer", "delta", "kept", "forward per call",
-          "Both rules beside their peers on this tree",
           lambda: [r["ratio"] for r in delta_forward.inverse_level0().rows]),
     Tried("the walks over groups set anew (groups of 32, [M | B] in one program)", "delta",
-          "kept", "forward per call, one sequence, fp32", "The walks over groups of chunks, "
-          "set anew", lambda: _group_row(_GROUPS[1], _SHIPPED_GROUPS)),
+          "kept", "forward per call, one sequence, fp32",
+          lambda: _group_row(_GROUPS[1], _SHIPPED_GROUPS)),
     Tried("the walks over groups forming the outputs", "delta", "kept, since removed",
-          "forward per call, one sequence, fp32", "The walks over groups form the outputs",
+          "forward per call, one sequence, fp32",
           lambda: [r["ratio"] for r in delta_forward.walk_outputs_ab().rows]),
     Tried("the walks over groups at 2 warps", "delta", "kept",
-          "forward per call, one sequence, fp32", "The walks over groups form the outputs",
+          "forward per call, one sequence, fp32",
           lambda: _group_row(delta_forward.WALK_WARPS_RUN, "walks over groups 2 warps")),
 )
 
@@ -190,15 +180,14 @@ def _span(values: list[float]) -> str:
 
 def tried_table(tried: tuple[Tried, ...] = TRIED) -> CaptionedTable:
     """One row a change: what, the rule, whether it stayed, its time over the time before it
-    (the span over the shapes and dtypes its runs timed) and the section that shows it."""
+    (the span over the shapes and dtypes its runs timed)."""
     rows = [{"what": t.what, "rule": t.rule, "outcome": t.outcome, "timed": t.timed,
-             "ratios": t.ratios(), "section": t.section} for t in tried]
-    table = TextTable(("what was tried", "rule", "outcome", "after / before", "timed",
-                       "section"),
-                      [(r["what"], r["rule"], r["outcome"], _span(r["ratios"]), r["timed"],
-                        r["section"]) for r in rows],
-                      align="lllrll", title="What was tried on the chunked kernels, in order")
+             "ratios": t.ratios()} for t in tried]
+    table = TextTable(("what was tried", "rule", "outcome", "after / before", "timed"),
+                      [(r["what"], r["rule"], r["outcome"], _span(r["ratios"]), r["timed"])
+                       for r in rows],
+                      align="lllrl", title="What was tried on the chunked kernels, in order")
     caption = ("Each ratio divides times of one run (after / before; below 1 is faster); the "
-               "span runs over the shapes and dtypes the run timed. Every run is named in the "
-               "section the last column gives.")
+               "span runs over the shapes and dtypes the run timed. The runs are listed at the "
+               "end of the chapter.")
     return CaptionedTable(table, caption, [json.loads(json.dumps(r)) for r in rows])

@@ -94,7 +94,7 @@ def headline_section() -> str:
     lines = ["| measured | hymo_mini | against |", "|---|---|---|", *_step_rows(step),
              *_kernel_rows(kernels), _fsdp_row(load_fsdp())]
     lines += ["", f"One {cards.pop()} ({versions}); every ratio divides times of one run. "
-                 "Chapters 17, 18 and 21 show these runs and the rest; "
+                 "Chapters 18 and 21 show these runs and the rest; "
                  "[book/results/README.md](book/results/README.md) lists every run."]
     return "\n".join(lines)
 
