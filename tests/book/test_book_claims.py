@@ -190,7 +190,7 @@ def test_the_mla_reading_rests_on_the_mqar_seeds(table):
     note = table["mla-positions"].claim.note()
     assert cfg().mla_position == "last" and "reading: the figure's" in note
     assert f"MLA last learned the task in {last} of {n_last} runs" in note
-    assert f"MLA first in {first} of {n_first}" in note and "do not settle" in note
+    assert f"MLA first in {first} of {n_first}" in note and "within that recipe" in note
 
 
 def test_fisher_two_sided_matches_the_hypergeometric_by_hand():

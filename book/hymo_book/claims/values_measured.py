@@ -74,25 +74,27 @@ def hybrid_over_all_mla(T: int = 4096) -> float:
 
 
 MQAR_RUN = "mqar_seeds_h200_2026-12-01.json"  # the evidence for the MLA layout
+MQAR_LONG_RUN = "mqar_seeds_3000_h100_2026-12-06.json"  # the same sweep, three times the steps
 
 
-@functools.lru_cache(maxsize=1)
-def mqar_run() -> dict:
-    return load_result(MQAR_RUN, need=("runs",))
+@functools.lru_cache(maxsize=2)
+def mqar_run(name: str = MQAR_RUN) -> dict:
+    return load_result(name, need=("runs",))
 
 
-def mqar_learned(threshold: float = 0.9, **fields) -> tuple[int, int]:
+def mqar_learned(threshold: float = 0.9, run: str = MQAR_RUN, **fields) -> tuple[int, int]:
     """(runs that learned the recall task, runs) of the 4-layer stack that ``fields`` of the
-    production config give (e.g. ``mla_position="last"``, ``mla_every=1``). A run learned
-    the task when it scores at least ``threshold`` on every evaluated size."""
+    production config give (e.g. ``mla_position="last"``, ``mla_every=1``), in the sweep
+    ``run``. A run learned the task when it scores at least ``threshold`` on every evaluated
+    size."""
     from hymo_book.claims.values import cfg
     from hymo_mini.config import replace
 
     types = replace(cfg(), n_layers=4, **fields).layer_types
     code = "".join("A" if t == "mla" else "G" for t in types)
-    runs = [r for r in mqar_run()["runs"] if r["layer_types"] == code]
+    runs = [r for r in mqar_run(run)["runs"] if r["layer_types"] == code]
     if not runs:
-        raise KeyError(f"{MQAR_RUN} has no run of the layout {code}")
+        raise KeyError(f"{run} has no run of the layout {code}")
     return sum(min(acc for _, _, acc in r["accuracy"]) >= threshold for r in runs), len(runs)
 
 
@@ -109,10 +111,12 @@ def fisher_two_sided(a: int, n_a: int, b: int, n_b: int) -> float:
                if chance(x) <= seen * (1 + 1e-9))
 
 
-def mqar_layout_note() -> str:
-    """The MQAR runs behind the layout's reading: counts, the exact test, and the controls."""
-    (last, n_last), (first, n_first) = (mqar_learned(mla_position=p) for p in ("last", "first"))
-    (mla, n_mla), (gdn, n_gdn) = mqar_learned(mla_every=1), mqar_learned(mla_every=0)
+def mqar_layout_note(run: str = MQAR_RUN) -> str:
+    """The MQAR runs behind the layout's reading, in the sweep ``run``: counts, the exact
+    test, and the controls."""
+    (last, n_last), (first, n_first) = (mqar_learned(run=run, mla_position=p)
+                                        for p in ("last", "first"))
+    (mla, n_mla), (gdn, n_gdn) = (mqar_learned(run=run, mla_every=e) for e in (1, 0))
     return (f"the 3:1 hybrids with MLA last learned the task in {last} of {n_last} runs, those "
             f"with MLA first in {first} of {n_first} (Fisher's exact test, two-sided "
             f"p = {fisher_two_sided(last, n_last, first, n_first):.2f}); the all-MLA stack, "

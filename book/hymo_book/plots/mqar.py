@@ -14,8 +14,6 @@ show the spread over the seeds.
 
 from __future__ import annotations
 
-import math
-
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
@@ -30,8 +28,7 @@ LEARNED = 0.9  # a run has learned the task when every scored task reaches this 
 
 __all__ = ["load_sweep", "mqar_figure", "mqar_table", "mqar_runs_table",
            "state_capacity_figure", "SEEDS_FILE", "LEARNED", "load_seeds", "run_learned",
-           "seeds_learned", "seeds_table", "seeds_figure", "FIGURES", "LONG_SEEDS_FILE",
-           "chance_at_least"]
+           "seeds_learned", "seeds_table", "seeds_figure", "FIGURES", "LONG_SEEDS_FILE"]
 
 
 def load_sweep(name: str) -> dict:
@@ -165,15 +162,6 @@ def seeds_learned(report: dict, threshold: float = LEARNED) -> dict[str, tuple[i
     return {name: (sum(run_learned(r, threshold) for r in runs if r["variant"] == name),
                    sum(r["variant"] == name for r in runs))
             for name in report["settings"]["variants"] if any(r["variant"] == name for r in runs)}
-
-
-def chance_at_least(won: int, runs: int, other_won: int, other_runs: int) -> float:
-    """Fisher's exact test, one-sided: if the layout made no difference, the chance that its
-    ``runs`` would hold at least ``won`` of the ``won + other_won`` runs that learned."""
-    learned, total = won + other_won, runs + other_runs
-    ways = sum(math.comb(runs, k) * math.comb(other_runs, learned - k)
-               for k in range(won, min(runs, learned) + 1))
-    return ways / math.comb(total, learned)
 
 
 def seeds_table(report: dict, threshold: float = LEARNED) -> TextTable:
