@@ -21,9 +21,7 @@ from hymo_book.curriculum import (
 
 # chapters owned elsewhere that still use a term or symbol early: each entry says what, and
 # the test expects the failure until the chapter is changed (strict: it says when it is fixed)
-EARLY_ELSEWHERE = {
-    "14_forward_trace": "AdamW (taught in 17) in cell 17",
-}
+EARLY_ELSEWHERE: dict[str, str] = {}
 # chapters owned elsewhere that still write a symbol the way the book did before the notation
 # page (hymo_book.curriculum.RETIRED): strict, so the test says when each is fixed
 RETIRED_ELSEWHERE = {
