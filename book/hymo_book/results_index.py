@@ -6,7 +6,7 @@ command, and which chapter shows it.
 
 What a run measures is written here, in :data:`WHAT` (a file-name pattern a line, the first
 match wins); the hardware, the date and the command come from the run's own record
-(:func:`hymo_book.results.run_info`), or from :data:`RECORDED` for a log that records none.
+(:func:`hymo_book.results.run_info`), or from :data:`RECORDED` for a run that records none.
 Which chapter shows a run is read from the chapters themselves: the list their last cell
 prints (:func:`hymo_book.results.runs_read`) and the names their cells spell out;
 README.md's headline reads :data:`hymo_book.site.readme.HEADLINE_RUNS`.
@@ -48,45 +48,31 @@ WHAT = {
     "chunk_kernel_only_*": "the gla chunked kernel alone, without the dispatcher, beside fla",
     "chunk_sweep_*": "the gla chunked kernel's launch settings, per block length",
     "chunk_dispatch_*": "the gla forward through the dispatcher with and without its check",
-    "gla_record_tf32_*": "the gla kernel alone in fp32, fp32-grade products and TF32, beside "
-                         "fla's chunk_gla",
     "gla_record_bf16x6_*": "the same, with the backward's fp32-grade products from six bf16 "
                            "products",
     "gla_record_*": "the gla rule as the GDN mixer calls it beside fla's chunk_gla, both "
                     "shapes and dtypes",
     "gla_model_*": "the gla kernel alone on the model's decay rates beside fla's chunk_gla",
-    "gla_forward_settings_*": "the gla forward's launch settings, forward alone",
-    "gla_forward_per_block_*": "the gla output kernel with a program per block",
     "gla_forward_*": "the gla forward alone against a copy of its bytes, per launch",
     "gla_chain_*": "the gla forward in one launch against three, chunks of 64 and 128",
     "gla_profile_*": "the gla backward's variants, kernel by kernel",
     "gla_pairs_*": "the gla forward with the pairs by one product where the decay allows "
                    "(\"auto\") against the levels",
-    "gla_auto_*": "the gla forward's settings tried again with the pairs \"auto\"",
     "gla_handoff_*": "the gla one-launch forward handing its state on by flags or by a "
                      "tagged ring",
     "gla_reach_*": "the gla one-launch forward reaching back past its chain",
-    "gla_settings_*": "the gla forward's settings around reach 4",
-    "gla_defaults_*": "the gla forward at its defaults, three dtypes",
     "gla_block_*": "the gla forward with blocks of 32 steps",
     "gla_half_*": "the gla forward of bf16 inputs with bf16 products",
     "delta_forward_chain_*": "the delta forward of 16-bit inputs in one launch against its "
                              "passes",
     "delta_pairs_*": "the delta forward with the pairs \"auto\" against the levels",
-    "delta_auto_*": "the delta forward's settings tried again with the pairs \"auto\"",
     "delta_redo_*": "the delta one-launch forward forming W and Uv again instead of storing "
                     "them",
     "delta_half_*": "the delta forward of bf16 inputs with bf16 products",
-    "delta_fp32_products_*": "the delta kernel's fp32-grade products made each way",
     "delta_stretch_*": "the delta one-launch forward's stretches and what it keeps between "
                        "its steps",
     "delta_cap*": "the delta fp32 forward's kernels capped at 128 registers",
-    "delta_forwards_*": "the delta forward as the mixer calls it against both copy floors",
-    "delta_walk_redo_*": "the delta forward's walk in IEEE products, and redo, at B4",
-    "delta_group_split_*": "the delta walks over groups with [M | B] in blocks of columns",
-    "delta_state_split_*": "the delta one walk at 32 columns and 2 warps",
     "delta_group_settings*": "the delta walks over groups set anew, and settings around them",
-    "delta_walk_outputs_*": "the delta walks over groups forming the outputs",
     "delta_walk_settings_*": "settings around the delta walks that form the outputs",
     "gated_delta_h200_2026-12-01*": "the delta rule's first run: fp32-grade products against "
                                     "TF32, the dispatcher, beside fla's chunk_kda",
@@ -102,16 +88,10 @@ WHAT = {
     "gated_delta_peers_old_group*": "the delta forward at one long sequence in fp32 with the "
                                     "old group settings",
     "gated_delta_peers_*": "the delta rule as the GDN mixer calls it beside fla's chunk_kda",
-    "forward_graph_*": "both forwards replayed as one CUDA graph",
     "fp32_products_*": "fp32-grade products made by three TF32 or six bf16 products",
-    "host_profile_*": "the host's time per forward on the GPU machine",
-    "host_own_*": "the package's own host time per forward, its kernels faked",
-    "host_launch_*": "one kernel launch through Triton and directly, a stand-in driver",
-    "host_forward_*": "the host's time per forward up to the CUDA launcher",
     "direct_ab_*": "launching kernels directly against through Triton, alternated",
     "inverse_level0_*": "the delta forward with one product fewer in each chunk's inverse",
     "one_rate_ab_*": "both forwards before and after the one product by the shared rate",
-    "sass_*": "instructions, registers and spills of the kernels' loops, compiled for sm90",
     "tree_ab_*": "the restructured kernels against the tree before them, alternated",
     "train_step_guard_*": "the training step of the restructured tree and of the tree before",
     "train_step_*": "the whole training step of hymo_750m against its reference path and its "
@@ -128,50 +108,10 @@ WHAT = {
                          "sources",
     "cpu_recipe_*": "the CPU recipe: the mini model trained on the Python documentation on "
                     "two cores",
-    "gpu_tests_*": "the Triton kernels' test files on the GPU (pytest's output)",
-    "pairs_variants_*": "edits of the one-product branch, each checked against the loop on "
-                        "the GPU",
 }
 
-_GLA = "tests/test_ops_gla_chunk_triton.py"
-_DELTA = "tests/test_gated_delta_chunk_triton.py"
-_NOT_KEPT = "(other options not kept)"
-# what a log does not record itself: name -> (hardware, command); the date is its name's
+# what a run does not record itself: name -> (hardware, command); the date is its name's
 RECORDED = {
-    "gpu_tests_h200_2026-12-03d.log": ("NVIDIA H200", f"python3 -m pytest {_GLA} {_NOT_KEPT}"),
-    "gpu_tests_delta_h200_2026-12-03e.log": ("NVIDIA H200",
-                                             f"python3 -m pytest {_DELTA} {_NOT_KEPT}"),
-    "gpu_tests_h200_2026-12-03f.log": ("NVIDIA H200",
-                                       f"python3 -m pytest -n 8 {_GLA} {_DELTA} {_NOT_KEPT}"),
-    "gpu_tests_gla_ring_h200_2026-12-03g.log": ("NVIDIA H200",
-                                                f"python3 -m pytest {_GLA} {_NOT_KEPT}"),
-    "gpu_tests_h200_2026-12-03i.log": ("NVIDIA H200",
-                                       f"python3 -m pytest {_GLA}; the same for {_DELTA}"),
-    "gpu_tests_gla_h200_2026-12-04.log": ("NVIDIA H200", f"python3 -m pytest -q -n 8 {_GLA}"),
-    "gpu_tests_cuda_graph_h200_2026-12-04.log": (
-        "NVIDIA H200", f"python3 -m pytest tests/test_cuda_graph.py {_NOT_KEPT}"),
-    "gpu_tests_half_default_h200_2026-12-04.log": (
-        "NVIDIA H200", f"python3 -m pytest {_GLA} tests/test_cuda_graph.py {_NOT_KEPT}"),
-    "gpu_tests_delta_half_h200_2026-12-04.log": (
-        "NVIDIA H200", f"python3 -m pytest {_DELTA} -k \"matches_loop or bf16 or reads_ahead or "
-        "half_products or one_launch or deterministic or pairs\""),
-    "gpu_tests_fp32_products_h200_2026-12-04.log": (
-        "NVIDIA H200", f"python3 -m pytest {_GLA} {_DELTA} {_NOT_KEPT}"),
-    "gpu_tests_direct_h100_2026-12-05.log": (
-        "NVIDIA H100 80GB HBM3", f"python3 -m pytest -k direct {_NOT_KEPT}"),
-    "gpu_tests_one_rate_2026-12-05.log": (
-        "NVIDIA H100 80GB HBM3, then NVIDIA H200",
-        f"python3 -m pytest {_GLA} {_DELTA} -k \"pairs or one_launch or matches or keeps or "
-        "one_rate or one_product\" (the second call)"),
-    "gpu_tests_groups_h200_2026-12-05.log": (
-        "NVIDIA H200", f"python3 -m pytest -v -o addopts= -n 12 {_GLA} {_DELTA}"),
-    "gpu_tests_keeps_nothing_h100_2026-12-05.log": (
-        "NVIDIA H100 80GB HBM3", f"python3 -m pytest -o addopts= {_DELTA} -k keeps_nothing"),
-    "gpu_tests_walk_outputs_h100_2026-12-05.log": (
-        "NVIDIA H100 80GB HBM3", f"python3 -m pytest -o addopts= -n 12 {_GLA} {_DELTA}"),
-    "pairs_variants_h200_2026-12-03.txt": (
-        "NVIDIA H200", "python3 .gpu/variants.py, then VARIANT_TESTS=1 python3 "
-        ".gpu/variants.py (the script is in git's history)"),
     "inverse_level0_ab_h100_2026-12-05.json": (
         "NVIDIA H100 80GB HBM3", "python3 benchmarks/tree_ab.py (its first form)"),
 }

@@ -17,14 +17,13 @@ def test_change_labels():
 
 
 def test_table_reads_every_change_that_applies():
-    table = ks.settings_table()
-    for rule, names in ks.SETTINGS_RUNS.items():
+    table = ks.settings_table(ks.REACH_RUNS)
+    for rule, names in ks.REACH_RUNS.items():
         for name in names:
             report = load_result(name)
             changes = report[f"{rule}_forward_changes"]["changes"]
             rows = [r for r in table.rows if r["rule"] == rule and r["shape"] == report["shape"]]
-            # the delta rule's fp32 runs in passes: its one-launch settings are left out there
-            assert len(rows) == (2 * len(changes) if rule == "gla" else len(changes) + 1)
+            assert len(rows) == 2 * len(changes)  # bf16 and fp32, every change
             first = changes[0]["forward"]["bfloat16"]
             row = next(r for r in rows if not r["change"] and r["dtype"] == "bfloat16")
             assert row["device_ms"] == first["kernels_sum_ms"]
@@ -68,30 +67,16 @@ def test_reach_runs_name_the_adopted_setting():
     for dtype, row in worst.items():
         assert row["device_ratio"] == max(r["device_ratio"] for r in table.rows
                                           if r["change"] == ks.ADOPTED and r["dtype"] == dtype)
-    best = ks.fastest(table)
-    assert all(r["device_ms"] == min(x["device_ms"] for x in table.rows
-                                     if (x["rule"], x["shape"], x["dtype"]) == key)
-               for key, r in best.items())
-
-
-def test_redo_applies_only_to_the_one_launch():
-    """fp32 runs the delta forward in passes: "redo" alone does not reach it, and the change
-    that also sets the forward does."""
-    table = ks.settings_table(ks.REDO_RUNS)
-    fp32 = [r["change"] for r in table.rows if r["dtype"] == "float32"]
-    assert {"redo": True} not in fp32 and {"forward": "chain", "redo": True} in fp32
-    assert len(table.rows) == 2 * (3 + 2)  # two shapes: bf16 three changes, fp32 two
 
 
 def test_the_reach_is_history():
     """The adopted reach belonged to the gla one-launch forward, which the library has since
-    deleted: chapter 21 says so, and reads the reach runs' chunk from ``REACH_CHUNK``. The
-    forward is three launches now, none of them a chain."""
+    deleted. The forward is three launches now, none of them a chain."""
     import hymo_mini.ops.gla.chunk_triton as gtc
 
     assert not hasattr(gtc, "REACH") and not hasattr(gtc, "CONFIGS")
     assert {"chunk_writes", "state_scan", "chunk_output"} <= set(gtc.LAUNCH)
-    assert ks.ADOPTED["reach"] == 4 and ks.REACH_CHUNK == 128
+    assert ks.ADOPTED["reach"] == 4
 
 
 def test_blocks_of_32_are_not_kept():
@@ -100,22 +85,6 @@ def test_blocks_of_32_are_not_kept():
     table = ks.settings_table(ks.BLOCK_RUNS)
     assert ks.keepers(table) == []
     assert len(table.rows) == 2 * 6 * 2  # two shapes, six settings, two dtypes
-
-
-def test_the_graph_table_reads_both_rules_at_both_shapes():
-    """The forwards replayed as CUDA graphs: every rule, shape and dtype of the runs, the
-    replay within a few percent of the launches' device time, and each rule's forward
-    target still missed in the replay at both shapes (bf16 and the fp32 default)."""
-    table = ks.graph_table()
-    assert len(table.rows) == 2 * 2 * len(ks.GRAPH_DTYPES)  # two runs, two rules
-    for r in table.rows:
-        assert 0.95 < r["graph_ms"] / r["device_ms"] < 1.1, r
-        assert r["graph_ms"] <= r["fwd_ms"] * 1.05, r
-    limits = {"gla": 3.0, "delta": 4.0}
-    for r in table.rows:
-        if r["dtype"] in ("bfloat16", "float32"):
-            assert r["graph_ratio"] > limits[r["rule"]], r
-    assert "forward_graph_b4t4096_h200_2026-12-04.json" in table.caption
 
 
 def test_bf16_products_are_kept():
@@ -159,21 +128,3 @@ def test_delta_bf16_products_are_kept_and_the_walk_read_ahead_is_not():
         assert changes[0]["change"] == {"half_products": "tf32"} and changes[1]["change"] == {}
         assert changes[1]["forward"]["bfloat16"]["rel_vs_first"] < 2 ** -7
 
-
-def test_delta_bf16x6_backward_is_kept():
-    """Six bf16 products in the delta rule's fp32 backward (in use in the runs: {}), against
-    three TF32 products: forward + backward faster at both shapes, gradients of the same
-    grade, so the GPU kept "bf16x6" for the backward (and multiplies so in both directions
-    since)."""
-    import torch
-    from hymo_book.kernels.primer import products_on
-
-    table = ks.settings_table(ks.DELTA_FP32_RUNS, {"float32": "fp32"})
-    assert all(products_on(torch.float32, forward, interpreter=False) == "bf16x6"
-               for forward in (True, False))
-    assert ks.keepers(table) == [] and len(table.rows) == 4
-    for name in ks.DELTA_FP32_RUNS["delta"]:
-        changes = load_result(name)["delta_forward_changes"]["changes"]
-        tf32x3, in_use = (ch["forward"]["float32"] for ch in changes)
-        assert changes[1]["change"] == {} and in_use["fwdbwd_ms"] < tf32x3["fwdbwd_ms"]
-        assert in_use["grads_rel_vs_first"] < 1e-6

@@ -12,9 +12,9 @@
     forward.py        the forwards against a copy of their bytes, the one-launch forwards
     settings.py       the settings tried once the pairs were "auto", and the rule that keeps one
     standing.py       both rules beside their peers, run by run; what fp32-grade products cost
-    host.py           the host's share of a forward, measured on a CPU
-    delta_forward.py  the delta forward's last settings: floors, caps, groups, walks
-    one_product.py    which chunks take one product, and the one product by a shared rate
+    host.py           empty: chapter 21 still imports it; delete both
+    delta_forward.py  the delta forward's last settings: caps, groups, walks
+    one_product.py    the one product by a shared rate
     tuning.py         what was tried, what won, and by how much, in one table
     restructure.py    the restructured library against the tree before it
 

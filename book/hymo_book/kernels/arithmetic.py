@@ -32,13 +32,9 @@ from matplotlib.figure import Figure
 
 from hymo_book.style import DOCUMENT_BAR, backend_style
 
-__all__ = ["DOCUMENT", "max_rel_error", "check_line", "decay_matrix",
+__all__ = ["max_rel_error", "check_line", "decay_matrix",
            "document_launches", "launches_per_step", "memory_bytes", "recurrent_peak_bytes",
            "memory_figure"]
-
-# Section 6's numbers, as the document states them (6.1, 6.5, 6.8).
-DOCUMENT = dict(B=4, T=4096, H=40, S=32, D=32, launches_per_step=2, launch_us=10.0,
-                eager_s=13.1, kernel_ms=1.6, speedup=8000, trajectory_gb=2.6, n_gdn_layers=24)
 
 
 # --------------------------------------------------------------------------------------

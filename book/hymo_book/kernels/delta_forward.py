@@ -1,9 +1,8 @@
 """Chapter 21: the delta rule's forward as it was tuned last, mostly on an H100.
 
-The forward against both floors (:func:`delta_forwards`), a change timed against the setting
-in use (:func:`forward_change_ratios`), the inverse with one product fewer
-(:func:`inverse_level0`), the walks over groups of chunks set anew (:func:`group_settings`)
-and forming the outputs (:func:`walk_outputs_ab`).
+A change timed against the setting in use (:func:`forward_change_ratios`), the inverse with
+one product fewer (:func:`inverse_level0`), the walks over groups of chunks set anew
+(:func:`group_settings`) and forming the outputs (:func:`walk_outputs_ab`).
 """
 
 from __future__ import annotations
@@ -13,76 +12,25 @@ import statistics
 
 from hymo_book.kernels import settings as kernel_settings
 from hymo_book.kernels.standing import long_fp32
-from hymo_book.kernels.targets import DELTA_TARGETS
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["DELTA_FORWARDS_RUN", "DELTA_STRETCH_RUNS", "DELTA_CAP_RUNS", "delta_forwards",
-           "forward_change_ratios", "INVERSE_LEVEL0_RUN", "inverse_level0", "ab_caption",
-           "GROUP_SETTINGS_RUNS", "group_setting_label", "group_settings", "WALK_OUTPUT_RUNS",
-           "WALK_OUTPUT_HALF_RUN", "WALK_OUTPUT_CALLS", "WALK_WARPS_RUN", "walk_outputs_ab"]
+__all__ = ["DELTA_STRETCH_RUNS", "DELTA_CAP_RUNS", "forward_change_ratios",
+           "INVERSE_LEVEL0_RUN", "inverse_level0", "ab_caption", "GROUP_SETTINGS_RUN",
+           "group_setting_label", "group_settings", "WALK_OUTPUT_CALLS", "WALK_WARPS_RUN",
+           "walk_outputs_ab"]
 
 # --------------------------------------------------------------------------------------
-# The delta forward as shipped, both floors, on the card that was lent
+# The delta forward's last changes, on the card that was lent
 # --------------------------------------------------------------------------------------
-# one run on an H100 (no H200 was lent, and no device time was left for fla's autotuning),
-# third session of 2026-12-05, tree 46a9ae9 (redo on, Direct on, the fp32 forward's register
-# caps): the delta rule's forward as the mixer calls it at both benchmark shapes and dtypes,
-# with the copy of the bytes moved once and the clone of them (the issue's floor) timed in
-# the same run; fp32 also with the TF32 opt-in
-DELTA_FORWARDS_RUN = "delta_forwards_h100_2026-12-05.json"
-# the same card, tree 89644a8: the one-launch forward's changes alternated with the default
+# an H100, third session of 2026-12-05, tree 89644a8: the one-launch forward's changes
+# alternated with the default
 # (keep only (I + M)^-1 between the two steps; stretches of 16 and of 4 chunks), bf16
 DELTA_STRETCH_RUNS = ("delta_stretch_b4t4096_h100_2026-12-05.json",
                       "delta_stretch_b1t16384_h100_2026-12-05.json")
-# and the fp32 forward with its in-chunk kernels capped at 128 registers, alternated:
-# every kernel of the forward (walk included), then wy_fwd and output alone
-DELTA_CAP_RUNS = {"all three": ("delta_cap_b4t4096_h100_2026-12-05.json",
-                                "delta_cap_b1t16384_h100_2026-12-05.json"),
-                  "wy_fwd and output": ("delta_cap2_b4t4096_h100_2026-12-05.json",
-                                        "delta_cap2_b1t16384_h100_2026-12-05.json")}
-_DELTA_BACKENDS = {"chunk_triton": "as the mixer calls it",
-                   "chunk_triton_kernel_tf32": "TF32 opt-in, the kernel alone"}
-
-
-def delta_forwards() -> CaptionedTable:
-    """The delta forward of ``DELTA_FORWARDS_RUN`` against both floors: a row per (shape,
-    dtype, backend) with its time, the copy of the bytes moved once and the clone of them
-    (each measured in the run), the two ratios and their verdicts against the 4x limit,
-    and the run's GPU."""
-    run = load_result(DELTA_FORWARDS_RUN, need=("peers",))
-    limit, gpu = DELTA_TARGETS["fwd_over_floor"], run["environment"]["gpu"]
-    rows = []
-    for e in run["peers"].values():
-        for backend, words in _DELTA_BACKENDS.items():
-            if backend not in e["results"]:
-                continue
-            ms = e["results"][backend]["fwd_ms"]
-            rows.append({"shape": f"B{e['B']} T{e['T']} H{e['H']}", "dtype": e["dtype"],
-                         "backend": backend, "how": words, "fwd_ms": ms,
-                         "copy_ms": e["copy_floor_ms"], "clone_ms": e["clone_floor_ms"],
-                         "over_copy": ms / e["copy_floor_ms"],
-                         "over_clone": ms / e["clone_floor_ms"], "limit": limit,
-                         "gpu": gpu})
-    for r in rows:
-        r["met"] = {"copy": r["over_copy"] <= limit, "clone": r["over_clone"] <= limit}
-
-    def verdict(r, key):
-        return f"{r['over_' + key]:.2f}x {'met' if r['met'][key] else 'missed'}"
-
-    table = TextTable(
-        ("shape", "dtype", "call", "fwd ms", "copy once / clone ms",
-         f"fwd / copy once ({limit:g}x)", f"fwd / clone ({limit:g}x)"),
-        [(r["shape"], r["dtype"], r["how"], f"{r['fwd_ms']:.3f}",
-          f"{r['copy_ms']:.3f} / {r['clone_ms']:.3f}", verdict(r, "copy"),
-          verdict(r, "clone")) for r in rows],
-        title="The delta forward against both floors, one run: the bytes it must move "
-              "once (read the inputs, write o), and a clone of them (each read and written, "
-              "the floor the issue quotes)",
-        align="lllrrrr")
-    return CaptionedTable(table, run_caption(run), rows)
-
-
+# and the fp32 forward with its wy_fwd and output kernels capped at 128 registers, alternated
+DELTA_CAP_RUNS = ("delta_cap2_b4t4096_h100_2026-12-05.json",
+                  "delta_cap2_b1t16384_h100_2026-12-05.json")
 def forward_change_ratios(runs, dtype: str) -> dict:
     """Per change of the delta runs ``runs`` (gated_delta_profile.py --delta-forward-changes,
     the setting in use, '{}', alternated with the others), read by
@@ -142,14 +90,9 @@ def ab_caption(name: str, run: dict, command: str) -> str:
 # The delta rule's walks over groups of chunks (2026-12-05, sixth session)
 
 # benchmarks/gated_delta_profile.py --delta-forward-changes, fp32 (and bf16 for its forward +
-# backward), the first change of each run ({}) the settings in use when it ran: on an H100,
-# tree 69f6f5c (the group kernels' columns as blocks of [M | B], the old settings in use),
-# then on an H200, tree c552f2f (the new settings in use)
-GROUP_SETTINGS_RUNS = ("delta_group_split_b1t16384_h100_2026-12-05.json",
-                       "delta_group_settings_b1t16384_h100_2026-12-05.json",
-                       "delta_state_split_b4t4096_h100_2026-12-05.json",
-                       "delta_group_settings_b4t4096_h100_2026-12-05.json",
-                       "delta_group_settings2_b1t16384_h200_2026-12-05.json")
+# backward), the first change of the run ({}) the settings in use when it ran: on an H100,
+# tree 69f6f5c (the group kernels' columns as blocks of [M | B], the old settings in use)
+GROUP_SETTINGS_RUN = "delta_group_settings_b1t16384_h100_2026-12-05.json"
 _PASS_WORDS = {"state_fwd": "walk", "state_bwd": "backward walk", "output": "output kernel",
                "wy_fwd": "WY kernel"}
 
@@ -212,8 +155,8 @@ def _changed(change: dict, configs: dict) -> dict:
     return out
 
 
-def group_settings(runs: tuple = GROUP_SETTINGS_RUNS) -> CaptionedTable:
-    """Each change of the group runs against the first of its run, fp32: the forward per
+def group_settings(runs: tuple) -> CaptionedTable:
+    """Each change of the group runs ``runs`` against the first of its run, fp32: the forward per
     call, the device time of the group kernels (each group's summary and the scan over the
     groups) and of the walk, the forward over the run's first, and forward + backward in
     fp32 and, where the run timed it, bf16."""
@@ -259,13 +202,6 @@ def group_settings(runs: tuple = GROUP_SETTINGS_RUNS) -> CaptionedTable:
 # --------------------------------------------------------------------------------------
 # The walks over groups form the outputs (2026-12-05, seventh session)
 
-# gated_delta_profile.py --delta-forward-changes at B1 T16384 H40 in fp32 on an H100: tree
-# 2e211fe (the walks forming the outputs an opt-in) beside the other candidates, then tree
-# 3d8848e (the walks forming the outputs by default) at settings around it
-WALK_OUTPUT_RUNS = ("delta_walk_outputs_b1t16384_h100_2026-12-05.json",
-                    "delta_walk_settings_b1t16384_h100_2026-12-05.json")
-# the first call's bf16 forward with and without the change ({} first and last)
-WALK_OUTPUT_HALF_RUN = "delta_walk_outputs_bf16_b1t16384_h100_2026-12-05.json"
 # each call of the same command: (the standing run, the long fp32 case with the old group
 # settings, outputs off, right after it on the same machine: --configs); the second call
 # on a machine started afresh, the third on an H200

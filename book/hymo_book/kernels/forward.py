@@ -1,14 +1,12 @@
 """Chapter 21's tables of the chunked kernels' forwards against the copy of their bytes.
 The gla kernel's, from the runs that chose its one-launch forward then (a forward the
-library has since deleted: the gla forward is three launches again): the three-launch
-forward under launch settings, the two forwards over chunks of 64 and 128 steps at both
-shapes, the chosen setting alone, and the dispatcher without and with its value check. The
-delta rule kernel's, from the runs that chose its one-launch forward for 16-bit inputs
-(``hymo_mini.ops.gated_delta.chunk_chain``, still the forward of the dtypes of
-``chunk_triton.ONE_LAUNCH``): the forward in passes against one launch over stretches of
-chunks, at both shapes. And what the compiler for the GPU emitted for the forwards' loops of
-those trees, by the levels or by one product (``benchmarks/sass_count.py``, a script since
-deleted: a static count, no time).
+library has since deleted: the gla forward is three launches again): the two forwards over
+chunks of 64 and 128 steps at both shapes, the chosen setting alone, and the dispatcher
+without and with its value check. The delta rule kernel's, from the runs that chose its
+one-launch forward for 16-bit inputs (``hymo_mini.ops.gated_delta.chunk_chain``, still the
+forward of the dtypes of ``chunk_triton.ONE_LAUNCH``): the forward in passes against one
+launch over stretches of chunks, at both shapes. And both forwards with the pairs by the
+levels against "auto".
 Read from ``book/results``; nothing here measures time. Checked by
 ``tests/book/test_book_kernel_forward.py``.
 """
@@ -18,13 +16,11 @@ from __future__ import annotations
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["SETTINGS_RUN", "CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS",
-           "DTYPES", "DELTA_DTYPES", "setting_label", "settings_table", "chain_table",
-           "latest_forward", "dispatch_table", "delta_setting_label", "delta_chain_table",
-           "delta_latest_forward", "SASS_RUN", "sass_table", "PAIRS_RUNS", "pairs_table"]
+__all__ = ["CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS", "DTYPES",
+           "DELTA_DTYPES", "setting_label", "chain_table", "latest_forward", "dispatch_table",
+           "delta_setting_label", "delta_chain_table", "delta_latest_forward", "PAIRS_RUNS",
+           "pairs_table"]
 
-# the three-launch forward (tree 8b30f04) under launch settings, B4 T4096 H40
-SETTINGS_RUN = "gla_forward_settings_h200_2026-12-02.json"
 # three launches against one over chunks of 64 and 128 steps, two shapes (tree b0ec484)
 CHAIN_RUN = "gla_chain_h200_2026-12-02.json"
 # the chosen setting (one launch, chunks of 128; tree bf72893), two shapes
@@ -45,19 +41,9 @@ PAIRS_RUNS = {"gla": ("gla_pairs_b4t4096_h200_2026-12-03b.json",
                       "gla_pairs_b1t16384_h200_2026-12-03b.json"),
               "delta": ("delta_pairs_b4t4096_h200_2026-12-03b.json",
                         "delta_pairs_b1t16384_h200_2026-12-03b.json")}
-# the forwards' kernels compiled for sm90 by the GPU's Triton (3.6) on a CPU machine, each
-# with the pairs by the levels and by the one product alone (the two launches of "auto")
-SASS_RUN = "sass_sm90_triton36_2026-12-03b.json"
 # how close auto's output and gradients must be to the levels' (relative RMS), per dtype key:
 # fp32-grade products, and TF32 products (fp32 with TF32, bf16)
 PAIRS_TOLERANCE = {"float32": 1e-5, "float32_tf32": 5e-3, "bfloat16": 5e-3}
-# the loops the table reports: (case prefix, which loop of the kernel, or None for a kernel
-# without one, what it is)
-SASS_LOOPS = (("gla_chain", -1, "gla: a 16-step block of the output walk"),
-              ("delta_chain", 0, "delta, one launch: a chunk's WY form and map"),
-              ("delta_chain", -1, "delta, one launch: a chunk's outputs"),
-              ("delta_wy_fwd", None, "delta, passes: a chunk's WY form (a program)"),
-              ("delta_output", None, "delta, passes: a chunk's outputs (a program)"))
 
 
 def setting_label(change: dict) -> str:
@@ -75,31 +61,6 @@ def setting_label(change: dict) -> str:
     if fwd.get("unroll"):
         words.append("the walk unrolled")
     return ", ".join(words)
-
-
-def _row(label: str, r: dict) -> tuple:
-    """One setting's cells: per dtype the forward (ms, and its ratio to the copy)."""
-    cells = [label]
-    for key in DTYPES:
-        cells.append(f"{r[key]['fwd_ms']:.3f} ({r[key]['fwd_ms'] / r[key]['copy_ms']:.2f}x)")
-    return tuple(cells)
-
-
-def _header() -> tuple:
-    return ("setting", *(f"{name}: fwd ms (/copy)" for name in DTYPES.values()))
-
-
-def settings_table(run: str = SETTINGS_RUN) -> CaptionedTable:
-    """The three-launch forward alone at each launch setting of the run, every dtype."""
-    report = load_result(run, need=("gla_forward_changes",))
-    rows, values = [], []
-    for entry in report["gla_forward_changes"]["changes"]:
-        label = setting_label(entry["change"])
-        rows.append(_row(label, entry["forward"]))
-        values.append({"setting": label, "change": entry["change"], **entry["forward"]})
-    table = TextTable(_header(), rows, align="lrrr",
-                      title=f"the forward alone, {report['shape'].replace('_', ' ')}")
-    return CaptionedTable(table, run_caption(report), values)
 
 
 def chain_table(run: str = CHAIN_RUN) -> CaptionedTable:
@@ -213,40 +174,6 @@ def delta_latest_forward(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> dict:
             raise ValueError(f"no run in {runs} timed the delta forward's current {key} "
                              f"setting ({wanted}): time it, or name a run that did")
     return out
-
-
-def sass_table(run: str = SASS_RUN) -> CaptionedTable:
-    """Per loop of the forwards (or per program of a kernel with none) and dtype: the
-    instructions of the kernel compiled with the pairs by the levels and with the one
-    product alone, and the registers and spill bytes of each. The delta rule's kernels as
-    the forward alone is timed, without autograd (nothing kept for a backward)."""
-    report = load_result(run, need=("cases",))
-    cases = report["cases"]
-    rows, values = [], []
-    for prefix, index, what in SASS_LOOPS:
-        for dtype in ("bf16", "fp32"):
-            found = {pairs: next((c for name, c in cases.items()
-                                  if name.startswith(f"{prefix}_{dtype}")
-                                  and c["pairs"] == pairs and c.get("keep") is not True), None)
-                     for pairs in ("levels", "product")}
-            if None in found.values():
-                continue
-            count = {pairs: c["instructions"] if index is None else c["loops"][index][
-                "instructions"] for pairs, c in found.items()}
-            row = {"loop": what, "dtype": dtype, "levels": count["levels"],
-                   "one_product": count["product"],
-                   "registers": tuple(found[k]["registers"] for k in ("levels", "product")),
-                   "stack_bytes": tuple(found[k]["stack_bytes"] for k in ("levels", "product"))}
-            values.append(row)
-            rows.append((what, dtype, f"{row['levels']:,}", f"{row['one_product']:,}",
-                         f"{row['one_product'] / row['levels']:.2f}",
-                         "{} / {}".format(*row["registers"]),
-                         "{} / {}".format(*row["stack_bytes"])))
-    table = TextTable(("loop", "dtype", "levels", "one product", "ratio",
-                       "registers (levels / product)", "spill bytes (levels / product)"), rows,
-                      align="llrrrrr",
-                      title="instructions per pass of the loop, compiled for sm90 (no kernel ran)")
-    return CaptionedTable(table, run_caption(report), values)
 
 
 def pairs_table(runs: dict = PAIRS_RUNS) -> CaptionedTable:

@@ -1,87 +1,19 @@
-"""Chapter 21: which chunks took one product in the runs, and the one product by the rate a
-head's keys share.
+"""Chapter 21: the one product by the rate a head's keys share.
 
-:func:`benchmark_gates` draws each benchmark's inputs by its recipe and
-:func:`one_product_shares` counts the work each forward took by one product on them;
 :func:`shared_rate_ab` and :func:`gla_model_rates` read the runs of the change that lets a
 head whose keys share one rate take the product at any decay.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 
-import torch
-
-from hymo_book.kernels import forward as kernel_forward
 from hymo_book.kernels.delta_forward import ab_caption
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["benchmark_gates", "SHARE_RULES", "SHARE_GLA_CHUNK", "SHARE_GLA_BLOCK",
-           "SHARE_DELTA_RUN", "one_product_shares", "SHARED_RATE_AB_RUN", "SHARED_RATE_AGREE",
-           "GLA_MODEL_RUNS", "shared_rate_ab", "gla_model_rates"]
-
-# --------------------------------------------------------------------------------------
-# Which chunks took one product in the runs: the benchmarks' inputs against the kernels' rule
-# --------------------------------------------------------------------------------------
-def benchmark_gates(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, seed: int = 0):
-    """The gates and rates of the benchmarks' inputs at one shape, by their recipes (the draws
-    differ, the distributions do not): g = sigmoid(N(0, 1)) throughout; ``"gdn.py"``'s A as
-    the GDN block initialises it (head h decays at rate h + 1 on every key; ``--rates
-    model``), ``"gated_delta.py"``'s A = -exp(A_log), A_log uniform in (log 0.05, 0) per
-    (head, key) (``--rates weak``), and ``"spread"``, either benchmark's ``--rates spread``:
-    the model's rates times e^u, u uniform in (-1, 1) per (head, key).
-    {name: (g (B, T, H), A (H, S))}."""
-    gen = torch.Generator().manual_seed(seed)
-    g = torch.sigmoid(torch.randn(B, T, H, generator=gen))
-    model = -torch.arange(1, H + 1, dtype=torch.float32)[:, None].repeat(1, S)
-    weak = -torch.empty(H, S).uniform_(math.log(0.05), 0.0, generator=gen).exp()
-    spread = model * torch.empty(H, S).uniform_(-1.0, 1.0, generator=gen).exp()
-    return {"gdn.py": (g, model), "gated_delta.py": (g, weak), "spread": (g, spread)}
-
-
-# the kernels' test for the one product, by the rates' spread (since tree 6fe9877) or, as
-# every run before it was made, by the fastest rate (the rates against a rate of 0)
-SHARE_RULES = ("spread", "fastest")
-# how the runs' forwards cut a sequence (the library on a GPU still cuts it so): the gla
-# kernel's chunks of 128 steps in blocks of 16 (CONFIGS of the trees from bf72893 on); the
-# delta rule's chunks and its one launch's stretches, as its runs record them
-SHARE_GLA_CHUNK, SHARE_GLA_BLOCK = 128, 16
-SHARE_DELTA_RUN = kernel_forward.PAIRS_RUNS["delta"][0]
-
-
-def one_product_shares(inputs: dict | None = None, rule: str = "spread") -> list[dict]:
-    """For each benchmark's inputs (``benchmark_gates``), the share of the work each forward
-    takes by one product (``hymo_mini.ops.one_product_chunks``), cut as the runs cut it: the
-    gla forward per chunk of ``SHARE_GLA_CHUNK`` steps; the delta rule's bf16 forward (one
-    launch) per stretch of chunks (``configs_16bit`` of ``SHARE_DELTA_RUN``), only up to a
-    sequence's first stretch that does not fit; its fp32 forward (in passes) per chunk.
-    ``rule``: "spread", the kernels' test now; "fastest", the test before tree 6fe9877, the
-    largest exponent of the whole decay, which is the spread of the rates with a rate of 0
-    among them (a column of zeros appended to A)."""
-    from hymo_mini.choices import one_of
-    from hymo_mini.ops import one_product_chunks
-
-    one_of(rule, "rule", SHARE_RULES)
-    run = load_result(SHARE_DELTA_RUN, need=("configs", "configs_16bit"))
-    BT = run["configs"]["chunk"]
-    ways = {"gla": (SHARE_GLA_CHUNK, SHARE_GLA_BLOCK, False),
-            "delta, bf16 (one launch)": (run["configs_16bit"]["chain"]["chunks"] * BT, BT, True),
-            "delta, fp32 (passes)": (BT, BT, False)}
-    rows = []
-    for name, (g, A) in (inputs or benchmark_gates()).items():
-        if rule == "fastest":
-            A = torch.cat([A, torch.zeros_like(A[:, :1])], dim=-1)
-        for forward, (chunk, block, prefix) in ways.items():
-            fits = one_product_chunks(g, A, chunk, block)  # (B, H, K)
-            if prefix:  # a sequence takes the product up to its first stretch that does not
-                fits = fits.int().cumprod(-1).bool()
-            rows.append({"inputs": name, "forward": forward, "chunk": chunk,
-                         "share": fits.float().mean().item()})
-    return rows
-
+__all__ = ["SHARED_RATE_AB_RUN", "SHARED_RATE_AGREE", "GLA_MODEL_RUNS", "shared_rate_ab",
+           "gla_model_rates"]
 
 # --------------------------------------------------------------------------------------
 # One product at any decay for a head whose keys share one rate (trees 6fe9877, 7c29b5d)

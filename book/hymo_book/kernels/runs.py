@@ -16,8 +16,7 @@ from hymo_mini.analysis.tables import TextTable
 
 __all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_LONG_RUN",
            "DELTA_LONG_PROFILE", "DELTA_SIDE_BY_SIDE", "DELTA_AUTO_PEERS", "DELTA_GROUP_SWEEP",
-           "GLA_FORWARD_RUN", "GLA_FORWARD_RUN_BEFORE", "GLA_FORWARD_PER_BLOCK_RUN",
-           "delta_entries", "delta_long_profile", "delta_group_sweep_table",
+           "GLA_FORWARD_RUN", "delta_entries", "delta_long_profile", "delta_group_sweep_table",
            "MOE_RUN",
            "CONFIG_SWEEP_RUN", "precision_table", "dispatch_table", "delta_peers_table",
            "delta_peak_bytes", "moe_dispatch_table", "config_sweep_table", "GLA_BACKWARD_RUN",
@@ -40,11 +39,8 @@ DELTA_AUTO_PEERS = "gated_delta_auto_b4t4096_h200_2026-12-03.json"
 # the one walk against groups of 16 to 128 chunks at three shapes, same tree
 DELTA_GROUP_SWEEP = "gated_delta_group_sweep_h200_2026-12-02.json"
 # the gla kernel's forward alone: do_bench against its launches' device time, three dtypes
-# (the output kernel's decay factors by exp2, tree b33125f; the run before it: _BEFORE)
+# (the output kernel's decay factors by exp2, tree b33125f)
 GLA_FORWARD_RUN = "gla_forward_h200_2026-12-02b.json"
-GLA_FORWARD_RUN_BEFORE = "gla_forward_h200_2026-12-02.json"
-# the output kernel as a program per 16-step block (reverted), timed in the call of _RUN
-GLA_FORWARD_PER_BLOCK_RUN = "gla_forward_per_block_h200_2026-12-02.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
 CONFIG_SWEEP_RUN = "chunk_sweep_h200_2026-11-30.json"
 # the gla kernel's in-chunk backward at a few settings, on the tree of that day (e71a586)

@@ -15,41 +15,20 @@ from hymo_book.kernels.forward import DELTA_DTYPES as DTYPES  # bf16; fp32, fp32
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["SETTINGS_RUNS", "HANDOFF_RUN", "REACH_RUNS", "REACH_SETTINGS_RUNS", "REDO_RUNS",
-           "ADOPTED", "REACH_CHUNK", "HOPS", "STAGES_RUNS", "BLOCK_RUNS", "DTYPES",
-           "change_label", "settings_table",
-           "comparisons", "keepers", "fastest", "handoffs", "device_ratios", "GRAPH_RUNS",
-           "GRAPH_DTYPES", "graph_table", "HALF_RUNS", "DELTA_HALF_RUNS", "DELTA_FP32_RUNS"]
+__all__ = ["HANDOFF_RUN", "REACH_RUNS", "ADOPTED", "BLOCK_RUNS", "HALF_RUNS",
+           "DELTA_HALF_RUNS", "DTYPES", "change_label", "settings_table", "comparisons",
+           "keepers", "handoffs", "device_ratios"]
 
-# one run per rule and shape, tree 3138bb2, "auto" the default in both rules; the first
-# change of each ({}) is the setting in use
-SETTINGS_RUNS = {"gla": ("gla_auto_b4t4096_h200_2026-12-03.json",
-                         "gla_auto_b1t16384_h200_2026-12-03.json"),
-                 "delta": ("delta_auto_b4t4096_h200_2026-12-03.json",
-                           "delta_auto_b1t16384_h200_2026-12-03.json")}
 # the gla one-launch forward at one long sequence handing its states on by flags (in use) and
 # by a tagged ring (tree d216649; slower, so taken out again in the next commit)
 HANDOFF_RUN = "gla_handoff_b1t16384_h200_2026-12-03.json"
 # the gla one-launch forward reaching back 1 (as it was), 2, 4 and 8 chunks, and reach 4 with
-# the output walk's num_stages = 2 (tree 6e429f0, one run a shape); the delta rule's forward
-# forming W and Uv twice ("redo") in the same call
+# the output walk's num_stages = 2 (tree 6e429f0, one run a shape)
 REACH_RUNS = {"gla": ("gla_reach_b4t4096_h200_2026-12-03.json",
                       "gla_reach_b1t16384_h200_2026-12-03.json")}
-REDO_RUNS = {"delta": ("delta_redo_b4t4096_h200_2026-12-03.json",
-                       "delta_redo_b1t16384_h200_2026-12-03.json")}
-# the next call, same tree: reach 4 at more launch settings (no run of the setting in use)
-REACH_SETTINGS_RUNS = {"gla": ("gla_settings_b4t4096_h200_2026-12-03.json",
-                               "gla_settings_b1t16384_h200_2026-12-03.json")}
 # the setting adopted then (reach 4, num_stages = 2: the REACH_RUNS change below; the gla
 # one-launch forward and its reach were deleted later)
 ADOPTED = {"reach": 4, "output_fwd": {"num_warps": 1, "num_stages": 2}}
-# the gla kernel's chunk in the reach runs (steps; CONFIGS["chunk"] of tree 6e429f0), and the
-# longest chain "auto" allowed before it reached further (HOPS of trees c050ead to 511afe3)
-REACH_CHUNK, HOPS = 128, 32
-# a later call (tree c050ead, reach by chain length: 1 at B = 4, 4 at B = 1; num_stages = 2),
-# three dtypes; its calls' times (do_bench) were out of line with every other run
-STAGES_RUNS = {"gla": ("gla_defaults_b4t4096_h200_2026-12-03.json",
-                       "gla_defaults_b1t16384_h200_2026-12-03.json")}
 # the final tree (2026-12-04): the gla forward over blocks of 32 steps instead of 16
 BLOCK_RUNS = {"gla": ("gla_block_b4t4096_h200_2026-12-04.json",
                       "gla_block_b1t16384_h200_2026-12-04.json")}
@@ -65,17 +44,6 @@ HALF_RUNS = {"gla": ("gla_half_b4t4096_h200_2026-12-04.json",
 # the one launch at 2 and 4 warps
 DELTA_HALF_RUNS = {"delta": ("delta_half_b4t4096_h200_2026-12-04.json",
                              "delta_half_b1t16384_h200_2026-12-04.json")}
-# tree 0f28d1c: the delta kernel's fp32 forward + backward with its backward's fp32-grade
-# products as three TF32 products (the change) against six bf16 products (in use,
-# CONFIGS["fp32_products"]), one run a shape; six bf16 products are fp32's on a GPU in both
-# directions since
-DELTA_FP32_RUNS = {"delta": ("delta_fp32_products_b4t4096_h200_2026-12-04.json",
-                             "delta_fp32_products_b1t16384_h200_2026-12-04.json")}
-# the final tree's kernels (commit 259a5f6), each rule's forward alone also replayed as one
-# CUDA graph ("graph_ms"); one run a shape, both rules in it
-GRAPH_RUNS = ("forward_graph_b4t4096_h200_2026-12-04.json",
-              "forward_graph_b1t16384_h200_2026-12-04.json")
-GRAPH_DTYPES = {**DTYPES, "float32_tf32": "fp32, TF32 products"}
 
 
 def change_label(change: dict) -> str:
@@ -118,8 +86,9 @@ def _applies(rule: str, report: dict, dtype: str, change: dict) -> bool:
     return True
 
 
-def settings_table(runs: dict = SETTINGS_RUNS, dtypes: dict = DTYPES) -> CaptionedTable:
-    """Every (rule, shape, setting, dtype) of the runs, where the setting applies: the
+def settings_table(runs: dict, dtypes: dict = DTYPES) -> CaptionedTable:
+    """Every (rule, shape, setting, dtype) of the runs ({rule: run names}), where the setting
+    applies: the
     forward per call (ms), its launches' device time (ms) and that over the copy of its
     bytes, the forward + backward (ms) and its peak (MiB). ``dtypes``: {key: words}."""
     rows, values, captions = [], [], []
@@ -175,16 +144,6 @@ def keepers(table: CaptionedTable) -> list[str]:
             if all(c["faster"] and c["no_slower_fwdbwd"] for c in cases)]
 
 
-def fastest(table: CaptionedTable) -> dict[tuple[str, str, str], dict]:
-    """{(rule, shape, dtype): the row with the shortest device time}."""
-    out: dict[tuple[str, str, str], dict] = {}
-    for r in table.rows:
-        key = (r["rule"], r["shape"], r["dtype"])
-        if key not in out or r["device_ms"] < out[key]["device_ms"]:
-            out[key] = r
-    return out
-
-
 def device_ratios(table: CaptionedTable, change: dict) -> dict[str, dict]:
     """{dtype: the row of ``change`` with the largest device time over the copy}: the worst
     shape of a setting, per dtype."""
@@ -207,31 +166,3 @@ def handoffs(run: str = HANDOFF_RUN) -> dict[str, dict[str, dict]]:
                 "fwdbwd_ms": f["fwdbwd_ms"]}
     return out
 
-
-def graph_table(runs: tuple[str, ...] = GRAPH_RUNS) -> CaptionedTable:
-    """Each rule's forward alone (the setting in use) three ways, per shape and dtype: a call
-    as do_bench times it, the same call replayed as one CUDA graph, and the sum of its
-    launches' device times; the graph and the device time over a copy of its bytes."""
-    rows, values, captions = [], [], []
-    for name in runs:
-        report = load_result(name, need=("gla_forward_changes", "delta_forward_changes"))
-        captions.append(run_caption(report))
-        shape = report["shape"]
-        for rule in ("gla", "delta"):
-            entry = report[f"{rule}_forward_changes"]["changes"][0]
-            assert not entry["change"], "the first change of a run is the setting in use"
-            for dtype, words in GRAPH_DTYPES.items():
-                f = entry["forward"][dtype]
-                row = {"rule": rule, "shape": shape, "dtype": dtype, "fwd_ms": f["fwd_ms"],
-                       "graph_ms": f["graph_ms"], "device_ms": f["kernels_sum_ms"],
-                       "copy_ms": f["copy_ms"], "graph_ratio": f["graph_ms"] / f["copy_ms"],
-                       "device_ratio": f["kernels_sum_ms"] / f["copy_ms"]}
-                values.append(row)
-                rows.append((rule, shape.replace("_", " "), words, f"{row['fwd_ms']:.3f}",
-                             f"{row['graph_ms']:.3f}", f"{row['device_ms']:.3f}",
-                             f"{row['graph_ratio']:.2f}x", f"{row['device_ratio']:.2f}x"))
-    table = TextTable(("rule", "shape", "dtype", "call ms", "graph ms", "device ms",
-                       "graph / copy", "device / copy"), rows, align="lllrrrrr",
-                      title="the forward alone: a call, the call replayed as a CUDA graph, "
-                            "and its launches' device time")
-    return CaptionedTable(table, "\n".join(captions), values)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["GLA_RECORD_RUN", "DELTA_RECORD_RUN", "GLA_TF32_RUN", "GLA_BF16X6_RUN",
+__all__ = ["GLA_RECORD_RUN", "DELTA_RECORD_RUN", "GLA_BF16X6_RUN",
            "TF32_PRECISIONS", "STANDING", "STANDING_H100", "STANDING_MODEL_RATES",
            "STANDING_GROUPS", "STANDING_WALK_OUTPUTS", "STANDING_WALK_OUTPUTS_H200",
            "STANDING_WALK_WARPS", "standing", "standing_rows", "clone_row", "long_fp32",
@@ -29,14 +29,11 @@ __all__ = ["GLA_RECORD_RUN", "DELTA_RECORD_RUN", "GLA_TF32_RUN", "GLA_BF16X6_RUN
 # delta rule against chunk_kda (benchmarks/gated_delta.py)
 GLA_RECORD_RUN = "gla_record_h200_2026-12-04.json"
 DELTA_RECORD_RUN = "gated_delta_defaults_h200_2026-12-04.json"
-# a third run on one H200, of tree ccd2684 (the same gla kernels, with the products' grade
-# now chosen once at the forward and the backward's layout check): the gla kernel alone (its
-# autograd Function, no dispatcher) in fp32 at both benchmark shapes, with each precision
-# beside fla's chunk_gla, so that the price of fp32-grade products is read within one run
-GLA_TF32_RUN = "gla_record_tf32_h200_2026-12-04.json"
-# a fourth run, of tree 0f28d1c, the same command: the fp32-grade default's backward now
-# multiplies six bf16 products instead of three TF32 ones (CONFIGS["fp32_products"]); the
-# summary's rows of the gla kernel alone read it
+# a later run on one H200, of tree 0f28d1c: the gla kernel alone (its autograd Function, no
+# dispatcher) in fp32 at both benchmark shapes, with each precision beside fla's chunk_gla,
+# so that the price of fp32-grade products is read within one run; the fp32-grade default's
+# backward multiplies six bf16 products instead of three TF32 ones (CONFIGS["fp32_products"]);
+# the summary's rows of the gla kernel alone read it
 GLA_BF16X6_RUN = "gla_record_bf16x6_h200_2026-12-04.json"
 # our backend in that run -> (its key in tf32_beside_peer's rows, the products it multiplies)
 TF32_PRECISIONS = {"chunk_triton_kernel": ("default", "fp32-grade, the default"),
@@ -174,13 +171,13 @@ def error_words(error: float) -> str:
     return f"< {ERROR_FLOOR:.0e}" if error < ERROR_FLOOR else f"{error:.1e}"
 
 
-def tf32_beside_peer(run: str = GLA_TF32_RUN) -> CaptionedTable:
-    """The gla kernel alone in fp32 beside fla's chunk_gla, in one run (``GLA_TF32_RUN``, or
-    the later ``GLA_BF16X6_RUN`` of the same command), with each of its precisions
-    (``TF32_PRECISIONS``): a row per shape, holding under "default" and "tf32" the forward
-    and forward + backward times, forward + backward over chunk_gla's against the gla limit
-    of ``STANDING`` (met or not), peak memory over chunk_gla's and the output's relative RMS
-    error against the loop; chunk_gla's own under "fla"."""
+def tf32_beside_peer(run: str = GLA_BF16X6_RUN) -> CaptionedTable:
+    """The gla kernel alone in fp32 beside fla's chunk_gla, in one run (``GLA_BF16X6_RUN``),
+    with each of its precisions (``TF32_PRECISIONS``): a row per shape, holding under
+    "default" and "tf32" the forward and forward + backward times, forward + backward over
+    chunk_gla's against the gla limit of ``STANDING`` (met or not), peak memory over
+    chunk_gla's and the output's relative RMS error against the loop; chunk_gla's own under
+    "fla"."""
     from hymo_book.kernels.gdn_runs import load_reports
 
     report = load_reports([run])[0]

@@ -115,7 +115,6 @@ def _groups_for_long() -> list[float]:
             if r["B"] == 1 and r["chunks"] == 64]
 
 
-_GROUPS = delta_forward.GROUP_SETTINGS_RUNS
 _SHIPPED_GROUPS = ("groups of 32 chunks; group kernels 64 columns, 2 warps; walk: 32 columns, "
                    "4 warps, 3 stages")
 _HALF = kernel_settings.DELTA_HALF_RUNS
@@ -153,7 +152,7 @@ TRIED = (
           lambda: _changes(delta_forward.DELTA_STRETCH_RUNS, "bfloat16")),
     Tried("the fp32 WY and output kernels capped at 128 registers", "delta", "kept",
           "forward per call",
-          lambda: _changes(delta_forward.DELTA_CAP_RUNS["wy_fwd and output"], "float32")),
+          lambda: _changes(delta_forward.DELTA_CAP_RUNS, "float32")),
     Tried("one product at any decay where a head's keys share one rate (the model's rates)",
           "both", "kept", "forward per call",
           lambda: _one_rate("model")),
@@ -163,7 +162,7 @@ TRIED = (
           lambda: [r["ratio"] for r in delta_forward.inverse_level0().rows]),
     Tried("the walks over groups set anew (groups of 32, [M | B] in one program)", "delta",
           "kept", "forward per call, one sequence, fp32",
-          lambda: _group_row(_GROUPS[1], _SHIPPED_GROUPS)),
+          lambda: _group_row(delta_forward.GROUP_SETTINGS_RUN, _SHIPPED_GROUPS)),
     Tried("the walks over groups forming the outputs", "delta", "kept, since removed",
           "forward per call, one sequence, fp32",
           lambda: [r["ratio"] for r in delta_forward.walk_outputs_ab().rows]),
