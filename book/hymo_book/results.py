@@ -5,27 +5,25 @@ measures. :func:`load_result` reads one (by file name in :data:`RESULTS_DIR`, or
 checks that it has the sections the caller needs, records its file name under ``"file"``
 and, for a ``benchmarks/gdn.py`` report, renames the backends of runs made before the
 rename to today's names (:data:`hymo_book.style.OLD_BACKEND_NAMES`). A missing file is an
-error that names the path and the script that writes it. :func:`read_log` reads a log kept
-beside the runs (a GPU test run's output; :func:`pytest_tally` counts its passes).
-:func:`run_caption` gives the line every table and figure carries: the file, the hardware,
-the versions, the date and the command of the run. :func:`runs_read` lists what this process
-has read: the last cell of a chapter that reads runs shows it, and the index
-(:mod:`hymo_book.results_index`) reads it back.
+error that names the path and the script that writes it. :func:`run_caption` gives the
+line every table and figure carries: the file, the hardware, the versions, the date and the
+command of the run. :func:`runs_read` lists what this process has read: the last cell of a
+chapter that reads runs shows it, and the index (:mod:`hymo_book.results_index`) reads it
+back.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import re
 import textwrap
 from pathlib import Path
 
 from hymo_book.prose import Prose
 from hymo_book.style import canonical_backend
 
-__all__ = ["RESULTS_DIR", "PRODUCERS", "producer", "list_results", "load_result", "read_log",
-           "pytest_tally", "runs_read", "run_info", "run_caption", "CaptionedTable"]
+__all__ = ["RESULTS_DIR", "PRODUCERS", "producer", "list_results", "load_result", "runs_read",
+           "run_info", "run_caption", "CaptionedTable"]
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 # every file of RESULTS_DIR this process read, in the order first read (for runs_read)
@@ -109,15 +107,6 @@ def load_result(name_or_path: str | Path, need: tuple[str, ...] = ()) -> dict:
     return report
 
 
-def read_log(name: str) -> str:
-    """The text of a run's log kept in RESULTS_DIR (a GPU test run's pytest output, say)."""
-    path = RESULTS_DIR / name
-    if not path.is_file():
-        raise FileNotFoundError(f"no log {str(path)!r} in the results folder")
-    _note_read(path)
-    return path.read_text()
-
-
 def _note_read(path: Path) -> None:
     if path.resolve().parent == RESULTS_DIR.resolve():
         _READ.setdefault(path.name)
@@ -132,15 +121,6 @@ def runs_read() -> Prose:
             "`book/results/` (its index says what each measures, on what, when and by which "
             "command):")
     return Prose("\n".join([head, "", *(f"- `{name}`" for name in names)]))
-
-
-def pytest_tally(log: str) -> tuple[int, bool]:
-    """(tests passed, whether any failed or errored) of a pytest log kept in RESULTS_DIR, by
-    name: the "N passed" of every summary line added up; a failure counted in a summary
-    line or marked F / E in a progress line."""
-    text = read_log(log)
-    passed = sum(int(n) for n in re.findall(r"(\d+) passed", text))
-    return passed, bool(re.search(r"\d+ (failed|error)|^[.sx]*[FE]", text, re.M))
 
 
 def run_info(report: dict) -> dict:

@@ -46,16 +46,10 @@ WHAT = {
                        "fused_recurrent_gla, and the loop's launches",
     "gdn_sweep_*": "the gla backends' time against the sequence length",
     "chunk_kernel_only_*": "the gla chunked kernel alone, without the dispatcher, beside fla",
-    "chunk_sweep_*": "the gla chunked kernel's launch settings, per block length",
-    "chunk_dispatch_*": "the gla forward through the dispatcher with and without its check",
-    "gla_record_bf16x6_*": "the same, with the backward's fp32-grade products from six bf16 "
-                           "products",
     "gla_record_*": "the gla rule as the GDN mixer calls it beside fla's chunk_gla, both "
                     "shapes and dtypes",
-    "gla_model_*": "the gla kernel alone on the model's decay rates beside fla's chunk_gla",
     "gla_forward_*": "the gla forward alone against a copy of its bytes, per launch",
     "gla_chain_*": "the gla forward in one launch against three, chunks of 64 and 128",
-    "gla_profile_*": "the gla backward's variants, kernel by kernel",
     "gla_pairs_*": "the gla forward with the pairs by one product where the decay allows "
                    "(\"auto\") against the levels",
     "gla_handoff_*": "the gla one-launch forward handing its state on by flags or by a "
@@ -76,13 +70,8 @@ WHAT = {
     "delta_walk_settings_*": "settings around the delta walks that form the outputs",
     "gated_delta_h200_2026-12-01*": "the delta rule's first run: fp32-grade products against "
                                     "TF32, the dispatcher, beside fla's chunk_kda",
-    "gated_delta_h200_*": "the delta rule beside fla's chunk_kda and chunk_gated_delta_rule",
-    "gated_delta_b1t16384_h200*": "the delta rule at one long sequence beside chunk_kda, one "
-                                  "walk",
     "gated_delta_b*": "the delta rule beside fla's chunk_kda, one shape and dtype a run",
     "gated_delta_group_sweep_*": "the delta state passes over groups of 16 to 128 chunks",
-    "gated_delta_profile_*": "the delta kernels' launch settings at one long sequence",
-    "gated_delta_auto_*": "the delta rule with the pairs \"auto\" beside chunk_kda",
     "gated_delta_defaults_*": "the delta rule as the GDN mixer calls it beside fla's "
                               "chunk_kda, both shapes and dtypes",
     "gated_delta_peers_old_group*": "the delta forward at one long sequence in fp32 with the "

@@ -4,8 +4,7 @@
 and as one CUDA graph, every stack at both shapes, the reference path and the peers at two
 sizes. ``PEER_RUNS`` are the runs of the same code that timed fla's model, for the spread of
 its tokens/s from machine to machine; ``TRAIN_STEP_PREVIOUS`` is the complete run of the tree
-before; ``TRAIN_STEP_EARLIER`` the first run, for the Muon split and the eager GDN block,
-which the later runs left out; ``MEMORY_RUNS`` the runs that kept or rebuilt tensors.
+before.
 
 This module turns the GPU report of ``benchmarks/train_step.py`` into the chapter's tables
 and its per-component figure. Every table carries the run's caption (file, hardware,
@@ -21,16 +20,11 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
-from hymo_mini.analysis.flops import forward_flops
 from hymo_mini.analysis.tables import TextTable
-from hymo_mini.config import ModelConfig, load_config, replace
+from hymo_mini.config import ModelConfig
 
-__all__ = ["TRAIN_STEP", "KINDS", "load_train_step", "case",
-           "case_config", "model_flops_per_token", "train_step_table", "targets_table",
-           "cost_model_table", "step_profile_figure", "COMPONENTS",
-           "MEMORY_RUNS", "TRAIN_STEP_EARLIER", "TRAIN_STEP_PREVIOUS", "TRAIN_STEP_BEFORE_TANH",
-           "freed_bytes",
-           "memory_table",
+__all__ = ["TRAIN_STEP", "KINDS", "load_train_step", "case", "train_step_table", "targets_table",
+           "step_profile_figure", "COMPONENTS", "TRAIN_STEP_PREVIOUS", "freed_bytes",
            "latest_targets_table", "busy_valid", "invalid_busy_cases", "PEER_RUNS",
            "peer_spread_table", "target_value"]
 
@@ -41,19 +35,6 @@ PEER_RUNS = ("train_step_h200_2026-12-02e.json", "train_step_all_h200_2026-12-02
              TRAIN_STEP, "train_step_h200_2026-12-02h.json")
 # every stack at both shapes and both peers, one run, the tree before the latest changes
 TRAIN_STEP_PREVIOUS = "train_step_all_h200_2026-12-02b.json"
-TRAIN_STEP_EARLIER = "train_step_h200_2026-12-01.json"  # has the Muon split and eager GDN
-# the complete run before the compiled experts' activation and the loss kernel's fast tanh
-TRAIN_STEP_BEFORE_TANH = "train_step_all_h200_2026-12-02.json"
-# the fast path at B = 4, T = 4,096 in the runs of 2026-12-02: (file, what the run had)
-MEMORY_RUNS = (
-    ("train_step_hybrid_h200_2026-12-02.json", "every MoE tensor kept, block states stored"),
-    ("train_step_h200_2026-12-02.json", "MoE checkpointing, block states stored"),
-    ("train_step_peer_h200_2026-12-02.json", "MoE checkpointing, block states stored"),
-    ("train_step_recompute_h200_2026-12-02.json", "MoE checkpointing, block states rebuilt"),
-    (TRAIN_STEP_BEFORE_TANH, "MoE saved-tensor hooks, block states stored, MLA compiled"),
-    (TRAIN_STEP_PREVIOUS, "the same, and the experts' activation compiled, the loss's fast tanh"),
-    (TRAIN_STEP, "the same, the MoE's bf16 weights kept, its rows moved by kernels, one loss call"),
-)
 
 # case kind -> what the table calls it
 KINDS = {
@@ -92,19 +73,6 @@ def case(report: dict, kind: str, B: int = 4, T: int = 4096) -> dict:
         raise KeyError(f"{report.get('file', 'the report')} has no case {name!r}; it has "
                        f"{sorted(report['cases'])}")
     return report["cases"][name]
-
-
-def case_config(entry: dict, preset: str = "hymo_750m") -> ModelConfig:
-    """The model a hymo case trained: the preset with the case's switches."""
-    if "config" not in entry:
-        raise ValueError("this case is not a hymo model (the peer has no config)")
-    return replace(load_config(preset).model, max_seq_len=entry["T"], **entry["config"])
-
-
-def model_flops_per_token(entry: dict) -> float:
-    """Training FLOPs per token of a hymo case by the cost model: three times the forward
-    (:func:`hymo_mini.analysis.flops.forward_flops`, MTP included), as the benchmark counts them."""
-    return 3 * forward_flops(case_config(entry), entry["T"])["total"]
 
 
 def _caption(report: dict) -> str:
@@ -180,34 +148,6 @@ def targets_table(report: dict, keys=(("targets_hybrid_b4t4096", "measured"),)
     return CaptionedTable(table, _caption(report), values)
 
 
-def cost_model_table(report: dict, shapes=((4, 4096), (1, 16384)),
-                     kinds=("hybrid_fast", "gdn_fast", "mla_fast")) -> CaptionedTable:
-    """The cost model beside the measurement: training FLOPs per token (recomputed here,
-    checked against the report's), the tokens/s the peak would allow, the measured tokens/s,
-    and the FLOP rate they imply."""
-    peak = report["peak_tflops"] * 1e12
-    rows, values = [], []
-    for B, T in shapes:
-        for kind in kinds:
-            c = case(report, kind, B, T)
-            flops = model_flops_per_token(c)
-            if abs(flops - c["flops_per_token"]) > 1e-6 * flops:
-                raise ValueError(f"{kind} at B={B}, T={T}: the cost model gives {flops:.4g} "
-                                 f"FLOPs per token, the report {c['flops_per_token']:.4g}")
-            achieved = flops * c["tokens_per_s"]
-            rows.append((KINDS[kind], f"{B} × {T:,}", f"{flops / 1e9:.2f}",
-                         f"{peak / flops:,.0f}", f"{c['tokens_per_s']:,}",
-                         f"{achieved / 1e12:.0f}"))
-            values.append({"kind": kind, "B": B, "T": T, "flops_per_token": flops,
-                           "peak_tokens_per_s": peak / flops, "tokens_per_s": c["tokens_per_s"],
-                           "achieved_flops": achieved})
-    table = TextTable(("model", "B × T", "GFLOP/token", "tokens/s at peak", "measured tokens/s",
-                       "TFLOP/s"), rows,
-                      title="cost model (hymo_mini.analysis.flops, 3 × forward) "
-                            "against the measurement")
-    return CaptionedTable(table, _caption(report), values)
-
-
 def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
                         after: str = "hybrid_fast_b4t4096") -> Figure:
     """GPU kernel time per step by component, the reference path against the fast path
@@ -246,7 +186,7 @@ def step_profile_figure(report: dict, before: str = "hybrid_reference_b4t4096",
     return fig
 
 
-# the gla kernel's chunk and block when the runs of MEMORY_RUNS were made (train_step_all_..._g.json
+# the gla kernel's chunk and block in the memory runs of 2026-12-02 (train_step_all_..._g.json
 # records the chunk; the kernel's chunk has since moved to 128 steps, its block is still 16)
 MEMORY_RUNS_CHUNK = 64
 MEMORY_RUNS_BLOCK = 16
@@ -257,8 +197,8 @@ def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = MEMORY_RUNS_CH
     """What the memory changes stop keeping for the backward, by count (bytes, bf16 unless
     said). Per MoE layer, what ``routed_grouped`` rebuilds today (``per_moe_layer``): the
     rows gathered for the experts (k·n × dim) and SiLU(x W1) with the SwiGLU product
-    (2 · k·n × inter). The first form of the change, in the runs of ``MEMORY_RUNS`` [b] to
-    [f], freed two more (``earlier_moe_layer``): the expert weights cast to bf16
+    (2 · k·n × inter). The first form of the change, in the runs of 2026-12-02, freed two
+    more (``earlier_moe_layer``): the expert weights cast to bf16
     (3 · E · inter · dim), which the grouped path keeps again since (casting them a second
     time in the backward cost more time than the memory was worth), and the output rows in
     token order (k·n × dim), which the backward now does without, keeping the experts'
@@ -280,23 +220,6 @@ def freed_bytes(config: ModelConfig, B: int, T: int, chunk: int = MEMORY_RUNS_CH
             "earlier_moe_total": n_moe * sum(earlier.values()),
             "per_gdn_layer": blocks * state, "gdn_layers": config.n_layers - n_moe,
             "gdn_total": (config.n_layers - n_moe) * blocks * state}
-
-
-def memory_table(runs=MEMORY_RUNS) -> CaptionedTable:
-    """The fast hybrid at B = 4, T = 4,096 in each run: what it kept, peak memory, step time
-    and tokens/s, and the run's file (each row is its own run)."""
-    rows, values, captions = [], [], []
-    for i, (name, what) in enumerate(runs):
-        report = load_result(name, need=("cases",))
-        c = case(report, "hybrid_fast")
-        mark = f"[{chr(ord('a') + i)}]"
-        rows.append((f"{mark} {what}", f"{c['peak_GiB']:.1f}", f"{c['step_ms']:.0f}",
-                     f"{c['tokens_per_s']:,}"))
-        values.append({"file": name, "what": what, **c})
-        captions.append(run_caption(report, width=96, mark=mark + " "))
-    table = TextTable(("run: the fast hybrid with", "peak GiB", "ms per step", "tokens/s"),
-                      rows, title="the fast hybrid's memory, B = 4, T = 4,096, one run per row")
-    return CaptionedTable(table, "\n".join(captions), values)
 
 
 def peer_spread_table(runs=PEER_RUNS) -> CaptionedTable:

@@ -1,7 +1,6 @@
 """hymo_book.kernels (book chapter 21): the launch arithmetic from the
 document's model, the dispatcher's count and one run's times; the tables of the 2026-12-01
-runs; the delta kernel's predicted peak memory against the committed measurement; the targets,
-whose verdicts agree with the ones the benchmark wrote."""
+runs; the targets, whose verdicts agree with the ones the benchmark wrote."""
 
 import json
 import statistics
@@ -9,12 +8,10 @@ import statistics
 import pytest
 from hymo_book import results
 from hymo_book.kernels import delta_forward as kd
-from hymo_book.kernels import forward as kf
 from hymo_book.kernels import one_product as ko
 from hymo_book.kernels import report as kr
 from hymo_book.kernels import runs as kn
 from hymo_book.kernels import standing as kst
-from hymo_book.kernels import targets as kt
 
 
 def _recurrent_report(naive=400.0, kernel=0.8, dispatched=1.2):
@@ -64,16 +61,12 @@ def test_the_committed_launch_arithmetic():
     assert 100 < la.speedup_fwd < la.doc_ratio / 4  # far from the document's ratio
 
 
-def test_precision_and_dispatch_tables_read_the_run():
+def test_the_precision_table_reads_the_run():
     precision = kn.precision_table()
     for row in precision.rows:
         assert row["fwd_ratio"] > 1 and row["fwdbwd_ratio"] > 1  # three products cost more
         assert row["error_x3"] < 1e-5 < row["error_tf32"] < 1e-2
     assert {r["rule"] for r in precision.rows} == {"gla", "delta"}
-    dispatch = kn.dispatch_table()
-    assert len(dispatch.rows) == 4  # two rules x two dtypes
-    for row in dispatch.rows:  # the check costs a host sync; without it nothing measurable
-        assert row["checked_extra_fwd_ms"] > 5 * abs(row["no_check_extra_fwd_ms"])
     assert "gated_delta_h200_2026-12-01.json" in precision.caption
 
 
@@ -91,13 +84,6 @@ def test_delta_peers_read_the_side_by_side_runs():
     assert len(commits) == 1
 
 
-def test_a_refused_backward_reads_raised():
-    peers = kn.delta_peers_table((kn.DELTA_PEERS_RUN,))
-    rows = {(r["T"], r["dtype"], r["backend"]): r for r in peers.rows}
-    assert rows[(4096, "float32", "fla_chunk_gdr")]["vs_kda"] is None  # its backward raised
-    assert "raised" in str(peers.table)
-
-
 def test_the_group_sweep_table_reads_every_trial():
     sweep = kn.delta_group_sweep_table()
     report = results.load_result(kn.DELTA_GROUP_SWEEP)
@@ -108,96 +94,17 @@ def test_the_group_sweep_table_reads_every_trial():
     assert {r["B"] for r in sweep.rows} == {1, 2, 4}
 
 
-@pytest.mark.parametrize("dtype, itemsize", [("float32", 4), ("bfloat16", 2)])
-def test_delta_peak_prediction_matches_the_committed_measurement(dtype, itemsize):
-    entry = results.load_result(kn.DELTA_PEERS_RUN)["peers"][f"B4_T4096_H40_{dtype}"]
-    predicted = kn.delta_peak_bytes(entry["B"], entry["T"], entry["H"], entry["S"], entry["D"],
-                                    itemsize=itemsize)
-    measured = entry["results"]["chunk_triton"]["peak_mib"]
-    # the tuned kernel's measured peak is 10 MiB above the sum at both dtypes (chapter 21
-    # says so); the same count matches the CPU's allocations exactly at a small shape
-    assert 0 < measured - predicted["total"] / 2**20 < 0.02 * measured
-    assert predicted["total"] == sum(v for k, v in predicted.items() if k != "total")
-
-
-def test_moe_and_sweep_tables():
+def test_the_moe_table():
     moe = kn.moe_dispatch_table()
     rows = {r["impl"]: r for r in moe.rows}
     assert rows["loop"]["speedup_train_fwd_bwd_s"] == 1.0
     assert rows["grouped"]["no_host_sync"] is True
-    sweep = kn.config_sweep_table()
-    assert [r["block"] for r in sweep.rows] == [16, 32, 64]
-    assert "gdn_chunk_profile.py" in sweep.caption
-
-
-def test_targets_summary_agrees_with_the_verdicts_the_benchmark_wrote():
-    summary = kr.targets_summary()
-    assert len(summary.rows) == 64 and all(r["met"] == (r["worst"] <= r["limit"])
-                                          for r in summary.rows)
-    # with the pairs "auto": the run beside chunk_kda, each target at its worst case timed
-    auto = results.load_result(kn.DELTA_AUTO_PEERS)["peers"]
-    for key, label in (("fwdbwd_over_kda", "delta: forward + backward / fla chunk_kda"),
-                       ("peak_over_kda", "delta: peak memory / fla chunk_kda")):
-        row = next(r for r in summary.rows if r["target"] == f'{label}, pairs "auto"')
-        assert row["worst"] == max(e["targets"]["chunk_triton"][key] for e in auto.values()
-                                   if key in e["targets"]["chunk_triton"])
-    # each delta target is met where every shape's written verdict is, the worst shape named
-    _, picked = kn.delta_entries()
-    written = [e["targets"]["chunk_triton"] for _, e in picked.values()
-               if "fla_chunk_kda" in e["results"]]
-    delta = [r for r in summary.rows if r["target"].startswith("delta")
-             and not r["target"].endswith(("latest", '"auto"', "final tree"))
-             and "as shipped" not in r["target"] and "the model's rates" not in r["target"]
-             and "the walks over groups" not in r["target"]
-             and "the walks forming the outputs" not in r["target"]]
-    flags = ("fwdbwd_within_0.8x_kda", "peak_within_kda", "fwd_within_4x_floor")
-    assert [r["met"] for r in delta] == [all(w[f] for w in written) for f in flags]
-    assert all(f"worst of {len(written)} timed" in r["where"] for r in delta)
-    # the latest forward alone: one row per dtype, each at its worst shape of the run
-    latest = [r for r in summary.rows if r["target"].startswith("gla")
-              and r["target"].endswith("the kernel alone, latest")]
-    runs = kf.latest_forward()
-    assert len(latest) == 3
-    for row, key in zip(latest, ("float32_tf32", "bfloat16", "float32"), strict=True):
-        assert row["worst"] == max(r["ratio"] for (_, k), r in runs.items() if k == key)
-    mixer = next(r for r in summary.rows if r["target"].endswith("as the GDN mixer calls it"))
-    assert mixer["worst"] == max(r["unchecked_vs_copy"] for r in kf.dispatch_table().rows)
-    assert kf.LATEST_RUN in summary.caption and kf.DISPATCH_RUN in summary.caption
-    # the delta forward alone: one row per dtype at the setting in use, its worst shape
-    now = kf.delta_latest_forward()
-    delta_now = [r for r in summary.rows if r["target"].startswith("delta")
-                 and r["target"].endswith("latest")]
-    for row, key in zip(delta_now, ("bfloat16", "float32"), strict=True):
-        assert row["worst"] == max(r["ratio"] for (_, k), r in now.items() if k == key)
-        assert row["met"] == (row["worst"] <= kt.DELTA_TARGETS["fwd_over_floor"])
-    assert all(run in summary.caption for run in kf.DELTA_CHAIN_RUNS)
-    # the pairs "auto": one row per rule and dtype, each at its worst shape of the runs
-    auto = [r for r in summary.rows if r["target"].endswith('"auto"')
-            and "a copy of its bytes" in r["target"]]
-    pairs = kf.pairs_table().rows
-    assert len(auto) == 6
-    for row in auto:
-        rule = row["target"].split(":")[0]
-        assert row["worst"] == max(r["auto_ratio"] for r in pairs if r["rule"] == rule
-                                   and kf.DTYPES[r["dtype"]] == row["where"].split(", worst")[0])
-
-
-def test_the_gla_backward_table_reads_every_variant_of_its_run():
-    table = kn.gla_backward_table()
-    shapes = {(r["shape"], r["states"]) for r in table.rows}
-    assert ("one kernel, 1 warp", "stored") in shapes
-    assert ("split, 4 + 4 warps", "rebuilt") in shapes
-    assert len(table.rows) == len(shapes)  # each setting once
-    for r in table.rows:  # the kernels summed are the ones the setting launched
-        assert set(r["kernels_us"]) == ({"_chunk_bwd_kernel"} if r["shape"].startswith("one")
-                                        else {"_pairs_bwd_kernel", "_states_bwd_kernel"})
-    assert kn.GLA_BACKWARD_RUN in table.caption
 
 
 def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
     """Both rules at both shapes and dtypes, each beside its peer in one run; the delta
-    rows' ratios are the ones benchmarks/gated_delta.py wrote, and the summary's final-tree
-    rows are the table's worst cases."""
+    rows' ratios are the ones benchmarks/gated_delta.py wrote, and the targets' rows are the
+    table's worst cases."""
     now = kst.standing()
     assert {(r["rule"], r["dtype"]) for r in now.rows} == {
         (rule, d) for rule in ("gla", "delta") for d in ("bfloat16", "float32")}
@@ -209,7 +116,8 @@ def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
         assert r["fwdbwd_ratio"] == pytest.approx(
             written["targets"]["chunk_triton"]["fwdbwd_over_kda"])
         assert r["met"]["fwdbwd"] == written["targets"]["chunk_triton"]["fwdbwd_within_0.8x_kda"]
-    summary = {r["target"]: r for r in kr.targets_summary().rows}
+    summary = {r["target"]: r for r in (*kst.standing_rows(now, "final tree"),
+                                         kst.clone_row(now, "final tree"))}
     for rule in kst.STANDING:
         row = summary[f"{rule}: forward / a copy of its bytes, final tree"]
         assert row["worst"] == max(r["fwd_vs_copy"] for r in now.rows if r["rule"] == rule)
@@ -225,57 +133,10 @@ def test_standing_reads_both_runs_and_agrees_with_the_delta_verdicts():
         assert 1.8 < ratio < 2.2
 
 
-def test_the_gla_fp32_run_times_both_precisions_beside_chunk_gla():
-    """The gla kernel alone in fp32, each precision beside chunk_gla in one run (six bf16
-    products in the backward): the ratios divide that run's times and the verdicts are
-    against the gla limit."""
-    run = kst.GLA_BF16X6_RUN
-    both = kst.tf32_beside_peer(run)
-    report = results.load_result(run)
-    assert len(both.rows) == len(report["shapes"]) == 2 and run in both.caption
-    for row, entry in zip(both.rows, report["shapes"].values(), strict=True):
-        assert row["dtype"] == entry["dtype"] == "float32"
-        peer = entry["results"]["fla_chunk"]["fwdbwd_ms"]
-        for backend, (key, _) in kst.TF32_PRECISIONS.items():
-            ratio = entry["results"][backend]["fwdbwd_ms"] / peer
-            assert row[key]["fwdbwd_ratio"] == ratio
-            assert row[key]["met"] == (ratio <= kst.STANDING["gla"][4])
-
-
-def test_the_later_fp32_run_ends_the_summary():
-    """The summary's two rows of the gla kernel alone read the later run (the backward's six
-    bf16 products, the tree as it stands) at its worst shapes; every final-tree row comes
-    after all the others but the last rows, the rules as they shipped, then on the model's
-    rates, then with the walks over groups set anew, then with the walks forming the outputs
-    (chapter 21 says "the N rows before the M “as shipped”")."""
-    both = kst.tf32_beside_peer(kst.GLA_BF16X6_RUN)
-    summary = kr.targets_summary()
-    rows = {r["target"]: r for r in summary.rows}
-    for key, words in (("default", "fp32-grade default"), ("tf32", "fp32 TF32 opt-in")):
-        row = rows[f"gla: forward + backward / fla chunk_gla, {words}, final tree"]
-        assert row["worst"] == max(r[key]["fwdbwd_ratio"] for r in both.rows)
-        assert row["met"] == all(r[key]["met"] for r in both.rows)
-    shipped = sum("as shipped" in r["target"] for r in summary.rows)
-    model = sum("the model's rates" in r["target"] for r in summary.rows)
-    grouped = sum("the walks over groups" in r["target"] for r in summary.rows)
-    fused = sum("the walks forming the outputs" in r["target"] for r in summary.rows)
-    assert shipped == 7 and model == 6 and grouped == 4 and fused == 12
-    later = model + grouped + fused
-    assert all("as shipped" in r["target"] for r in summary.rows[-shipped - later:-later])
-    assert all("the model's rates" in r["target"]
-               for r in summary.rows[-later:-grouped - fused])
-    assert all("the walks over groups" in r["target"]
-               for r in summary.rows[-grouped - fused:-fused])
-    assert all("the walks forming the outputs" in r["target"] for r in summary.rows[-fused:])
-    final = [r["target"].endswith("final tree") for r in summary.rows[:-shipped - later]]
-    assert final == sorted(final) and sum(final) == 11
-    assert kst.GLA_BF16X6_RUN in summary.caption
-
-
 def test_the_shipped_rows_read_both_rules_beside_their_peers_on_the_h100():
     """kst.standing over the H100 runs: every case a run timed beside its peer and no other
     (the delta rule's B4 run skipped B1, the gla run stopped before B1 fp32); the ratios are
-    the ones gated_delta.py wrote; the summary's last seven rows take their worst cases."""
+    the ones gated_delta.py wrote; the seven rows of targets take their worst cases."""
     shipped = kst.standing(kst.STANDING_H100, clone=True)
     assert [(r["rule"], r["shape"], r["dtype"]) for r in shipped.rows] == [
         ("gla", "B4 T4096 H40", "bfloat16"), ("gla", "B4 T4096 H40", "float32"),
@@ -299,8 +160,10 @@ def test_the_shipped_rows_read_both_rules_beside_their_peers_on_the_h100():
         assert r["fwd_vs_clone"] == pytest.approx(w["fwd_over_clone_floor"])
         assert r["met"]["clone"] == (r["fwd_vs_clone"] <= 4.0)
     assert all("clone" not in r["met"] for r in shipped.rows if r["rule"] == "gla")
-    rows = {r["target"]: r for r in kr.targets_summary().rows if "as shipped" in r["target"]}
     suffix = "as shipped, on an NVIDIA H100 80GB HBM3"
+    rows = {r["target"]: r for r in (*kst.standing_rows(shipped, suffix),
+                                     kst.clone_row(shipped, suffix))}
+    assert len(rows) == 7
     for rule in ("gla", "delta"):
         mine = [r for r in shipped.rows if r["rule"] == rule]
         row = rows[f"{rule}: forward / a copy of its bytes, {suffix}"]
@@ -376,37 +239,6 @@ def test_the_shared_rate_ab_reads_medians_and_agreement():
         (rule, rates) for rule in ("gla", "delta") for rates in ("model", "weak")}
 
 
-def test_the_model_rate_rows_are_the_runs_and_close_the_summary():
-    """The delta rule on the model's rates reads what gated_delta.py wrote; the gla kernel
-    alone reads its backend in each gdn.py run; six rows of the summary, before the four of
-    the walks over groups, are theirs."""
-    model = kst.standing(kst.STANDING_MODEL_RATES, clone=True)
-    assert [r["rule"] for r in model.rows] == ["delta"] * 4
-    for run in kst.STANDING_MODEL_RATES["delta"][0]:
-        report = results.load_result(run)
-        assert report["settings"]["rates"] == "model" and run in model.caption
-        for e in report["peers"].values():
-            row = next(r for r in model.rows
-                       if (r["shape"], r["dtype"]) == (f"B{e['B']} T{e['T']} H{e['H']}",
-                                                       e["dtype"]))
-            w = e["targets"]["chunk_triton"]
-            assert row["fwdbwd_ratio"] == pytest.approx(w["fwdbwd_over_kda"])
-            assert row["fwd_vs_clone"] == pytest.approx(w["fwd_over_clone_floor"])
-    gla = ko.gla_model_rates()
-    assert [r["products"] for r in gla.rows] == ["TF32", "bf16"]
-    for r, (name, ours) in zip(gla.rows, ko.GLA_MODEL_RUNS.items(), strict=True):
-        report = results.load_result(name)
-        assert "--rates model" in report["environment"]["command"]
-        e = next(iter(report["shapes"].values()))
-        assert r["fwd_ms"] == e["results"][ours]["fwd_ms"]
-        assert r["fwd_vs_copy"] == pytest.approx(
-            e["results"][ours]["fwd_ms"] / (e["bytes_min_fwd"]
-                                            / report["environment"]["copy_GBps"] / 1e6))
-    last = kr.targets_summary().rows[-22:-16]
-    assert all("the model's rates, on an NVIDIA H200" in r["target"] for r in last)
-    assert [r["worst"] for r in last[-2:]] == [r["fwd_vs_copy"] for r in gla.rows]
-
-
 def test_the_group_settings_rows_read_the_run_against_its_first():
     name = kd.GROUP_SETTINGS_RUN
     table = kd.group_settings((name,))
@@ -427,42 +259,9 @@ def test_the_group_settings_rows_read_the_run_against_its_first():
                                             "walks over groups 32 columns, 4 warps")
 
 
-def test_the_walks_over_groups_close_the_summary():
-    """The last four rows: the delta rule on the model's rates with the group settings the
-    library ships, read from the run gated_delta.py wrote."""
-    grouped = kst.standing(kst.STANDING_GROUPS, clone=True)
-    report = results.load_result(kst.STANDING_GROUPS["delta"][0][0])
-    assert report["settings"]["rates"] == "model"
-    assert {(r["shape"], r["dtype"]) for r in grouped.rows} == {
-        (s, d) for s in ("B4 T4096 H40", "B1 T16384 H40") for d in ("bfloat16", "float32")}
-    last = kr.targets_summary().rows[-16:-12]
-    assert all("the walks over groups set anew, on an NVIDIA H200" in r["target"] for r in last)
-    assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in grouped.rows)
-
-
-def test_the_walks_forming_the_outputs_close_the_summary():
-    """The last twelve rows: the standing runs with the walks over groups forming the
-    outputs, on an H100 and an H200, then the long sequence on the H200 with those walks at 2
-    warps, each read from the run gated_delta.py wrote; the A/B against the old group
-    settings read from the runs of each call, the old one run with those settings
-    (--configs)."""
-    rows = kr.targets_summary().rows
-    for runs, words, last in (
-            (kst.STANDING_WALK_OUTPUTS, "the walks forming the outputs, on an NVIDIA H100",
-             rows[-12:-8]),
-            (kst.STANDING_WALK_OUTPUTS_H200, "the walks forming the outputs, on an NVIDIA H200",
-             rows[-8:-4]),
-            (kst.STANDING_WALK_WARPS, "the walks forming the outputs at 2 warps, on an "
-                                     "NVIDIA H200", rows[-4:])):
-        fused = kst.standing(runs, clone=True)
-        report = results.load_result(runs["delta"][0][0])
-        assert report["settings"]["rates"] == "model"
-        assert report["delta_configs"]["group"]["outputs"] is True
-        assert all(words in r["target"] for r in last)
-        assert last[-1]["worst"] == max(r["fwd_vs_clone"] for r in fused.rows)
-    warps = results.load_result(kst.STANDING_WALK_WARPS["delta"][0][0])
-    assert warps["delta_configs"]["group"]["state_fwd"]["num_warps"] == 2
-    assert "--configs" in warps["environment"]["command"]
+def test_the_walks_forming_the_outputs_read_each_call_against_the_old_settings():
+    """The A/B of the walks over groups forming the outputs against the old group settings,
+    read from the runs of each call, the old one run with those settings (--configs)."""
     ab = kd.walk_outputs_ab()
     assert len(ab.rows) == len(kd.WALK_OUTPUT_CALLS)
     for row, (new, old) in zip(ab.rows, kd.WALK_OUTPUT_CALLS, strict=True):
@@ -493,33 +292,8 @@ def test_the_group_settings_name_only_what_differs_from_the_settings_in_use():
         "walks in the forward's products")
 
 
-def test_pytest_tally_reads_passes_and_failures(monkeypatch, tmp_path):
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    (tmp_path / "clean.log").write_text("....\n4 passed in 1.0s\n....\n3 passed in 2.0s\n")
-    (tmp_path / "summary.log").write_text("..F.\n1 failed, 3 passed in 1.0s\n")
-    (tmp_path / "progress.log").write_text("..E\n")
-    assert results.pytest_tally("clean.log") == (7, False)
-    assert results.pytest_tally("summary.log") == (3, True)
-    assert results.pytest_tally("progress.log") == (0, True)
-
-
-def test_on_gpu_reads_a_setting_as_a_gpu_takes_it():
-    """``on_gpu`` reads the assignment with the interpreter off, whatever this process runs,
-    and agrees with the module where the interpreter does not change the setting."""
-    from hymo_mini.ops.gated_delta import chunk_triton as gdt
-    from hymo_mini.ops.gla import chunk_triton as gtc
-
-    assert kr.on_gpu(gtc.__name__, "CHUNK") == 128
-    assert kr.on_gpu(gtc.__name__, "LAUNCH") == gtc.LAUNCH
-    assert kr.on_gpu(gdt.__name__, "ONE_LAUNCH") == gdt.ONE_LAUNCH
-    assert kr.on_gpu(gdt.__name__, "STRETCH") == gdt.STRETCH
-    with pytest.raises(KeyError, match="NOT_A_SETTING"):
-        kr.on_gpu(gtc.__name__, "NOT_A_SETTING")
-
-
-def test_the_kernel_files_are_the_folders_files_and_the_recipes_their_launches():
-    """Chapter 21's table of the kernels now: every .py file of each folder, once; each
-    launcher's numbered recipe names kernels its files define."""
+def test_the_kernel_files_are_the_folders_files():
+    """Chapter 21's table of the kernels now: every .py file of each folder, once."""
     from pathlib import Path
 
     import hymo_mini.ops as ops
@@ -530,12 +304,6 @@ def test_the_kernel_files_are_the_folders_files_and_the_recipes_their_launches()
         listed = sorted(r["file"] for r in table.rows if r["folder"] == folder)
         on_disk = sorted(p.name for p in (root / folder).glob("*.py") if p.name != "__init__.py")
         assert listed == on_disk, folder
-    for rule, first in (("gla", "chunk_writes_kernel"), ("gated_delta", "wy_fwd_kernel")):
-        steps = kr.recipe(f"hymo_mini.ops.{rule}.chunk_triton")
-        assert steps[0]["kernel"] == first and [s["step"] for s in steps] == list(
-            range(1, len(steps) + 1))
-        for s in steps:
-            assert f"def {s['kernel']}(" in (root / rule / f"{s['file']}.py").read_text()
     # chapter 21 names the one launch of 16-bit inputs by its kernel
     assert "def chain_fwd_kernel(" in (root / "gated_delta" / "chunk_chain.py").read_text()
 

@@ -1,13 +1,11 @@
 """Chapter 21's tables of the chunked kernels' forwards against the copy of their bytes.
 The gla kernel's, from the runs that chose its one-launch forward then (a forward the
 library has since deleted: the gla forward is three launches again): the two forwards over
-chunks of 64 and 128 steps at both shapes, the chosen setting alone, and the dispatcher
-without and with its value check. The delta rule kernel's, from the runs that chose its
-one-launch forward for 16-bit inputs (``hymo_mini.ops.gated_delta.chunk_chain``, still the
-forward of the dtypes of ``chunk_triton.ONE_LAUNCH``): the forward in passes against one
+chunks of 64 and 128 steps at both shapes. The delta rule kernel's, from the runs that chose
+its one-launch forward for 16-bit inputs (``hymo_mini.ops.gated_delta.chunk_chain``, still
+the forward of the dtypes of ``chunk_triton.ONE_LAUNCH``): the forward in passes against one
 launch over stretches of chunks, at both shapes. And both forwards with the pairs by the
-levels against "auto".
-Read from ``book/results``; nothing here measures time. Checked by
+levels against "auto". Read from ``book/results``; nothing here measures time. Checked by
 ``tests/book/test_book_kernel_forward.py``.
 """
 
@@ -16,17 +14,11 @@ from __future__ import annotations
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["CHAIN_RUN", "LATEST_RUN", "DISPATCH_RUN", "DELTA_CHAIN_RUNS", "DTYPES",
-           "DELTA_DTYPES", "setting_label", "chain_table", "latest_forward", "dispatch_table",
-           "delta_setting_label", "delta_chain_table", "delta_latest_forward", "PAIRS_RUNS",
-           "pairs_table"]
+__all__ = ["CHAIN_RUN", "DELTA_CHAIN_RUNS", "DTYPES", "DELTA_DTYPES", "setting_label",
+           "chain_table", "delta_setting_label", "delta_chain_table", "PAIRS_RUNS", "pairs_table"]
 
 # three launches against one over chunks of 64 and 128 steps, two shapes (tree b0ec484)
 CHAIN_RUN = "gla_chain_h200_2026-12-02.json"
-# the chosen setting (one launch, chunks of 128; tree bf72893), two shapes
-LATEST_RUN = "gla_forward_h200_2026-12-02c.json"
-# the dispatcher with and without its check, and the Function alone, on the same tree
-DISPATCH_RUN = "chunk_dispatch_h200_2026-12-02.json"
 # the runs' dtype keys: fp32 inputs with fp32-grade products (the default) or with TF32
 # products (PyTorch's allow_tf32), and bf16
 DTYPES = {"float32": "fp32", "float32_tf32": "fp32, TF32", "bfloat16": "bf16"}
@@ -88,38 +80,6 @@ def chain_table(run: str = CHAIN_RUN) -> CaptionedTable:
     return CaptionedTable(table, run_caption(report), values)
 
 
-def latest_forward(run: str = LATEST_RUN) -> dict:
-    """{(shape, dtype key): {fwd_ms, copy_ms, ratio, fwdbwd_ms}} for the chosen setting."""
-    report = load_result(run, need=("gla_forward_shapes",))
-    return {(shape, key): {**r, "ratio": r["fwd_ms"] / r["copy_ms"]}
-            for shape, by_dtype in report["gla_forward_shapes"].items()
-            for key, r in by_dtype.items()}
-
-
-def dispatch_table(run: str = DISPATCH_RUN) -> CaptionedTable:
-    """The forward through the dispatcher with its check (a host sync a call), without it
-    (as the GDN mixer calls it) and the Function alone, and the forward without the check
-    against the copy of its bytes (the run's copy rate)."""
-    report = load_result(run, need=("shapes",))
-    gbps = report["environment"]["copy_GBps"]
-    rows, values = [], []
-    for entry in report["shapes"].values():
-        found = entry["results"]
-        checked, quiet, alone = (found[n]["fwd_ms"] for n in
-                                 ("chunk_triton", "chunk_triton_unchecked", "chunk_triton_kernel"))
-        copy_ms = entry["bytes_min_fwd"] / gbps / 1e6
-        shape = f"B{entry['B']} T{entry['T']} H{entry['H']}"
-        rows.append((shape, entry["dtype"], f"{checked:.3f}", f"{quiet:.3f}", f"{alone:.3f}",
-                     f"{round(quiet - alone, 3) + 0.0:+.3f}", f"{quiet / copy_ms:.2f}x"))
-        values.append({"shape": shape, "dtype": entry["dtype"], "checked_ms": checked,
-                       "unchecked_ms": quiet, "alone_ms": alone, "copy_ms": copy_ms,
-                       "unchecked_vs_copy": quiet / copy_ms})
-    table = TextTable(("shape", "dtype", "checked", "no check", "Function", "no check - F",
-                       "no check / copy"), rows, align="llrrrrr",
-                      title="forward ms; fp32 with its default fp32-grade products")
-    return CaptionedTable(table, run_caption(report), values)
-
-
 def delta_setting_label(change: dict) -> str:
     """A change of the delta kernel's CONFIGS in words ({} is the setting of the run's
     tree: the forward in passes)."""
@@ -148,32 +108,6 @@ def delta_chain_table(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> CaptionedTabl
     table = TextTable(header, rows, align="llrrrr",
                       title="the delta forward alone, and with the backward")
     return CaptionedTable(table, "\n".join(run_caption(r) for r in reports), values)
-
-
-def delta_latest_forward(runs: tuple[str, ...] = DELTA_CHAIN_RUNS) -> dict:
-    """{(shape, dtype key): {fwd_ms, copy_ms, ratio, fwdbwd_ms, setting}} at the forward the
-    library takes now for that dtype, read from the runs' rows: one launch over stretches of
-    ``chunk_triton.STRETCH`` chunks for the dtypes of ``chunk_triton.ONE_LAUNCH``, the
-    passes for the others. (The runs' tree is older than the library: this is that choice
-    as the runs timed it.) A choice no run timed is an error."""
-    import torch
-
-    from hymo_mini.ops.gated_delta import chunk_triton as gdt
-
-    out, rows = {}, delta_chain_table(runs).rows
-    for key in DELTA_DTYPES:
-        one_launch = getattr(torch, key) in gdt.ONE_LAUNCH
-        wanted = delta_setting_label({"forward": "chain", "chain": {"chunks": gdt.STRETCH}}
-                                     if one_launch else {})
-        for row in rows:
-            if row["setting"] == wanted:
-                r = row[key]
-                out[(row["shape"], key)] = {**r, "ratio": r["fwd_ms"] / r["copy_ms"],
-                                            "setting": wanted}
-        if not any(k == key for _, k in out):
-            raise ValueError(f"no run in {runs} timed the delta forward's current {key} "
-                             f"setting ({wanted}): time it, or name a run that did")
-    return out
 
 
 def pairs_table(runs: dict = PAIRS_RUNS) -> CaptionedTable:

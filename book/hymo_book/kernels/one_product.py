@@ -1,7 +1,7 @@
 """Chapter 21: the one product by the rate a head's keys share.
 
-:func:`shared_rate_ab` and :func:`gla_model_rates` read the runs of the change that lets a
-head whose keys share one rate take the product at any decay.
+:func:`shared_rate_ab` reads the runs of the change that lets a head whose keys share one
+rate take the product at any decay.
 """
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ from __future__ import annotations
 import statistics
 
 from hymo_book.kernels.delta_forward import ab_caption
-from hymo_book.results import CaptionedTable, load_result, run_caption
+from hymo_book.results import CaptionedTable, load_result
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["SHARED_RATE_AB_RUN", "SHARED_RATE_AGREE", "GLA_MODEL_RUNS", "shared_rate_ab",
-           "gla_model_rates"]
+__all__ = ["SHARED_RATE_AB_RUN", "SHARED_RATE_AGREE", "shared_rate_ab"]
 
 # --------------------------------------------------------------------------------------
 # One product at any decay for a head whose keys share one rate (trees 6fe9877, 7c29b5d)
@@ -26,11 +25,6 @@ __all__ = ["SHARED_RATE_AB_RUN", "SHARED_RATE_AGREE", "GLA_MODEL_RUNS", "shared_
 SHARED_RATE_AB_RUN = "one_rate_ab_h200_2026-12-05.json"
 # the two trees' outputs agree when their relative difference (Frobenius) is below this
 SHARED_RATE_AGREE = {"bfloat16": 1e-2, "float32": 1e-5}
-# and the gla kernel alone on the model's rates beside chunk_gla (gdn.py, B4 T4096 H40, one
-# run a dtype): fp32 with TF32 products (the issue's own measurement, 4.3x in 2026-11-30's
-# kernel-only run) and bf16; our backend in each
-GLA_MODEL_RUNS = {"gla_model_fp32_h200_2026-12-05.json": "chunk_triton_kernel_tf32",
-                  "gla_model_bf16_h200_2026-12-05.json": "chunk_triton_kernel"}
 
 
 def shared_rate_ab() -> CaptionedTable:
@@ -58,35 +52,4 @@ def shared_rate_ab() -> CaptionedTable:
         align="llllrrrl")
     return CaptionedTable(table, ab_caption(SHARED_RATE_AB_RUN, run, run["command"]), rows)
 
-
-def gla_model_rates() -> CaptionedTable:
-    """The gla kernel alone on the model's rates beside chunk_gla (``GLA_MODEL_RUNS``): a row
-    per run with the forward, forward + backward and peak memory against the peer's, and the
-    forward against the bytes it must move once at the run's copy rate (limit 3x)."""
-    from hymo_book.kernels.gdn_runs import load_reports
-
-    rows, captions = [], []
-    for name, ours in GLA_MODEL_RUNS.items():
-        report = load_reports([name])[0]
-        captions.append(run_caption(report))
-        for e in report["shapes"].values():
-            a, p = e["results"][ours], e["results"]["fla_chunk"]
-            copy_ms = e["bytes_min_fwd"] / report["environment"]["copy_GBps"] / 1e6
-            rows.append({"backend": ours, "shape": f"B{e['B']} T{e['T']} H{e['H']}",
-                         "dtype": e["dtype"], "products": "TF32" if ours.endswith("tf32")
-                         else "bf16", "fwd_ms": a["fwd_ms"], "copy_ms": copy_ms,
-                         "fwd_vs_copy": a["fwd_ms"] / copy_ms,
-                         "fwdbwd_ratio": a["fwdbwd_ms"] / p["fwdbwd_ms"],
-                         "peak_ratio": a["peak_mib"] / p["peak_mib"], "limit": 3.0,
-                         "gpu": report["environment"]["gpu"]})
-    table = TextTable(
-        ("shape", "dtype", "products", "fwd ms", "copy ms", "fwd / copy (3x)",
-         "fwd+bwd / chunk_gla", "peak / chunk_gla"),
-        [(r["shape"], r["dtype"], r["products"], f"{r['fwd_ms']:.3f}", f"{r['copy_ms']:.3f}",
-          f"{r['fwd_vs_copy']:.2f}x {'met' if r['fwd_vs_copy'] <= r['limit'] else 'missed'}",
-          f"{r['fwdbwd_ratio']:.2f}x", f"{r['peak_ratio']:.2f}x") for r in rows],
-        title="The gla kernel alone on the model's rates (head h at rate h + 1 on every key), "
-              "beside fla's chunk_gla",
-        align="lllrrrrr")
-    return CaptionedTable(table, "\n".join(captions), rows)
 

@@ -1,50 +1,32 @@
-"""Chapter 21's tables of the runs of 2026-12-01 and -02 and the launch-configuration sweep:
-the price of fp32-grade products, the dispatcher's host sync, the delta rule against fla's
-``chunk_kda`` (and its peak memory predicted), the MoE dispatch paths, and the chunked gla
-kernel's best launch settings per block length. Read from ``book/results`` through
+"""Chapter 21's tables of the runs of 2026-12-01 and -02: the price of fp32-grade products,
+the delta rule against fla's ``chunk_kda``, the MoE dispatch paths, and the delta kernel's
+chunk-to-chunk passes as one walk or over groups. Read from ``book/results`` through
 :mod:`hymo_book.results`; every table names its run; nothing here measures time. Checked by
 ``tests/book/test_book_kernel_report.py``.
 """
 
 from __future__ import annotations
 
-import math
-
 from hymo_book.prose import fmt
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["GATED_DELTA_RUN", "DELTA_PEERS_RUN", "DELTA_LONG_RUN",
-           "DELTA_LONG_PROFILE", "DELTA_SIDE_BY_SIDE", "DELTA_AUTO_PEERS", "DELTA_GROUP_SWEEP",
-           "GLA_FORWARD_RUN", "delta_entries", "delta_long_profile", "delta_group_sweep_table",
-           "MOE_RUN",
-           "CONFIG_SWEEP_RUN", "precision_table", "dispatch_table", "delta_peers_table",
-           "delta_peak_bytes", "moe_dispatch_table", "config_sweep_table", "GLA_BACKWARD_RUN",
-           "gla_backward_table"]
+__all__ = ["GATED_DELTA_RUN", "DELTA_SIDE_BY_SIDE", "DELTA_GROUP_SWEEP", "GLA_FORWARD_RUN",
+           "delta_entries", "delta_group_sweep_table", "MOE_RUN", "precision_table",
+           "delta_peers_table", "moe_dispatch_table"]
 
 GATED_DELTA_RUN = "gated_delta_h200_2026-12-01.json"
-# the delta rule's kernel after its tuning (16-step chunks, Mk and (I + M)⁻¹ kept), peers only
-DELTA_PEERS_RUN = "gated_delta_h200_2026-12-02.json"
-# B = 1, T = 16,384 in bf16 beside chunk_kda, and the kernel's launches profiled there
-DELTA_LONG_RUN = "gated_delta_b1t16384_h200_2026-12-02.json"
-DELTA_LONG_PROFILE = "gated_delta_profile_b1t16384_h200_2026-12-02.json"
 # every shape and dtype beside chunk_kda on one tree (3bc2e9a), one long sequence with the
 # grouped passes: the runs the peers table and the targets read
 DELTA_SIDE_BY_SIDE = ("gated_delta_b4t4096_side_by_side_h200_2026-12-02.json",
                       "gated_delta_b1t16384_groups_bf16_h200_2026-12-02.json",
                       "gated_delta_b1t16384_groups_fp32_h200_2026-12-02.json")
-# with the pairs "auto" the default (tree 3138bb2): B4 in bf16 beside chunk_kda, and in fp32
-# (fp32-grade and TF32 products) alone: chunk_kda's fp32 case was cut off by the call's time
-DELTA_AUTO_PEERS = "gated_delta_auto_b4t4096_h200_2026-12-03.json"
 # the one walk against groups of 16 to 128 chunks at three shapes, same tree
 DELTA_GROUP_SWEEP = "gated_delta_group_sweep_h200_2026-12-02.json"
 # the gla kernel's forward alone: do_bench against its launches' device time, three dtypes
 # (the output kernel's decay factors by exp2, tree b33125f)
 GLA_FORWARD_RUN = "gla_forward_h200_2026-12-02b.json"
 MOE_RUN = "moe_dispatch_h200_2026-12-01.json"
-CONFIG_SWEEP_RUN = "chunk_sweep_h200_2026-11-30.json"
-# the gla kernel's in-chunk backward at a few settings, on the tree of that day (e71a586)
-GLA_BACKWARD_RUN = "gla_profile_h200_2026-12-02.json"
 
 
 _RULES = {"gla": "gla (the document's rule)", "delta": "gated delta rule"}
@@ -78,30 +60,6 @@ def precision_table(run: str = GATED_DELTA_RUN) -> CaptionedTable:
     table = TextTable(("rule", "products", "fwd ms", "fwd+bwd ms", "peak MiB", "worst error"),
                       rows, title="chunked kernels, B = 4, T = 4,096, H = 40, fp32 inputs",
                       align="llrrrr")
-    return CaptionedTable(table, run_caption(report), values)
-
-
-def dispatch_table(run: str = GATED_DELTA_RUN) -> CaptionedTable:
-    """Each rule's chunked kernel called three ways: its Function alone, the dispatcher with
-    ``check_values=False`` (the GDN mixer's call) and the dispatcher with its default check
-    (one host sync a call); the last two columns are the differences to the Function."""
-    report = load_result(run, need=("dispatch",))
-    rows, values = [], []
-    for rule, by_dtype in report["dispatch"].items():
-        for dtype, r in by_dtype.items():
-            kernel, quiet, checked = r["kernel"], r["dispatch_no_check"], r["dispatch_checked"]
-            extra = {k: (quiet[k] - kernel[k], checked[k] - kernel[k])
-                     for k in ("fwd_ms", "fwdbwd_ms")}
-            rows.append((_RULES.get(rule, rule), dtype,
-                         *(f"{x[k]:.3f}" for x in (kernel, quiet, checked) for k in ("fwd_ms",)),
-                         f"{extra['fwd_ms'][0]:+.3f}", f"{extra['fwd_ms'][1]:+.3f}"))
-            values.append({"rule": rule, "dtype": dtype, "no_check_extra_fwd_ms":
-                           extra["fwd_ms"][0], "checked_extra_fwd_ms": extra["fwd_ms"][1],
-                           "no_check_extra_fwdbwd_ms": extra["fwdbwd_ms"][0],
-                           "checked_extra_fwdbwd_ms": extra["fwdbwd_ms"][1]})
-    table = TextTable(("rule", "dtype", "Function", "no check", "checked", "no check - F",
-                       "checked - F"), rows, align="llrrrrr",
-                      title="forward ms, B = 4, T = 4,096, H = 40")
     return CaptionedTable(table, run_caption(report), values)
 
 
@@ -151,24 +109,6 @@ def delta_peers_table(runs: tuple[str, ...] = DELTA_SIDE_BY_SIDE) -> CaptionedTa
     return CaptionedTable(table, caption, values)
 
 
-def delta_peak_bytes(B: int = 4, T: int = 4096, H: int = 40, S: int = 32, D: int = 32,
-                     itemsize: int = 4, chunk: int = 16) -> dict:
-    """What one forward + backward of the delta rule's chunked kernel allocates beyond its
-    inputs, by tensor (the prediction of the benchmark's peak_mib): o and the gradients in
-    the inputs' dtype; the forward's W (B·T·H·S) and U (B·T·H·D), the chunk-start states, Mk
-    and (I + M)⁻¹ (chunk × chunk per chunk) and the backward's dU, chunk-end state gradients
-    and per-chunk dA, all fp32."""
-    n, states = B * T * H, B * H * math.ceil(T / chunk)
-    rows = {"o": n * D * itemsize, "W, U": n * (S + D) * 4,
-            "chunk-start states": states * S * D * 4,
-            "Mk, (I + M)⁻¹": 2 * states * chunk * chunk * 4, "dU": n * D * 4,
-            "chunk-end state gradients": states * S * D * 4,
-            "dA per chunk": states * S * 4, "dv, db, dc": n * (D + 2 * S) * itemsize,
-            "dg, dβ": 2 * n * itemsize}
-    rows["total"] = sum(rows.values())
-    return rows
-
-
 def moe_dispatch_table(run: str = MOE_RUN) -> CaptionedTable:
     """The three MoE dispatch paths (``moe_impl``: loop, grouped, padded): training forward,
     forward + backward and evaluation forward, their speed-up over the loop, the worst
@@ -187,71 +127,6 @@ def moe_dispatch_table(run: str = MOE_RUN) -> CaptionedTable:
                        "f+b speed-up", "worst error", "host sync"), rows, align="lrrrrrl",
                       title=f"one MoE layer, {settings['tokens']:,} tokens, {settings['dtype']}")
     return CaptionedTable(table, run_caption(report), values)
-
-
-def config_sweep_table(run: str = CONFIG_SWEEP_RUN) -> CaptionedTable:
-    """The chunked gla kernel's launch-configuration sweep, summed up per block length: the
-    best ``num_warps`` the sweep found for the output and gradient kernels at each block
-    length, and the forward and forward + backward times with them (``rows``: the run's
-    ``per_block`` entries)."""
-    report = load_result(run, need=("sweep",))
-    best = report["sweep"]["per_block"]
-    rows = [(str(r["block"]), str(r["output_fwd"]["num_warps"]),
-             str(r["chunk_bwd"]["num_warps"]), f"{r['fwd_ms']:.3f}", f"{r['fwdbwd_ms']:.2f}")
-            for r in best]
-    table = TextTable(("block (steps)", "output_fwd warps", "chunk_bwd warps", "fwd ms",
-                       "fwd+bwd ms"), rows,
-                      title=f"chunked gla kernel, {report['shape']} {report['dtype']}: the "
-                            f"best of {len(report['sweep']['trials'])} trials per block length")
-    return CaptionedTable(table, run_caption(report, width=100), best)
-
-
-# what each change of GLA_BACKWARD_RUN ran: that tree's default was the split backward
-# (4 + 4 warps) with the block states rebuilt; the split was removed after this run
-_SPLIT = ("_pairs_bwd_kernel", "_states_bwd_kernel")
-
-
-def _gla_variant(change: dict) -> tuple[str, str]:
-    split = change.get("backward", "split") == "split"
-    states = change.get("block_states", "recompute")
-    if split:
-        warps = [change.get(k, {}).get("num_warps", 4) for k in ("pairs_bwd", "states_bwd")]
-        shape = f"split, {warps[0]} + {warps[1]} warps"
-    else:
-        shape = "one kernel, 1 warp"
-    return shape, {"recompute": "rebuilt", "store": "stored"}[states]
-
-
-def gla_backward_table(run: str = GLA_BACKWARD_RUN) -> CaptionedTable:
-    """The gla kernel's in-chunk backward, bf16, at each setting the run tried: one kernel or
-    split in two (the pairs of each block, then what goes through the states), the warps,
-    the block states stored or rebuilt; the in-chunk kernels' time, forward + backward and
-    peak memory."""
-    report = load_result(run, need=("gla",))
-    rows, values = [], []
-    for v in report["gla"]["variants"]:
-        shape, states = _gla_variant(v["change"])
-        names = _SPLIT if shape.startswith("split") else ("_chunk_bwd_kernel",)
-        us = sum(v["kernels_us"][n] for n in names)
-        rows.append((shape, states, f"{us:,.0f}", f"{v['fwdbwd_ms']:.2f}",
-                     f"{v['peak_mib']:.0f}"))
-        values.append({**v, "shape": shape, "states": states, "in_chunk_us": us,
-                       "kernels_us": {n: v["kernels_us"][n] for n in names}})
-    table = TextTable(("in-chunk backward", "block states", "its kernels µs", "fwd+bwd ms",
-                       "peak MiB"), rows, align="llrrr",
-                      title=f"the gla kernel's backward, {report['shape']}, bfloat16")
-    return CaptionedTable(table, run_caption(report, width=100), values)
-
-
-def delta_long_profile(run: str = DELTA_LONG_PROFILE, dtype: str = "bfloat16") -> CaptionedTable:
-    """The time of each of the delta kernel's six launches (µs, torch.profiler, forward +
-    backward) in a profile run of ``benchmarks/gated_delta_profile.py``, at its settings."""
-    report = load_result(run, need=("current", "environment"))
-    times = report["current"][dtype]["kernels_us"]
-    rows = [{"kernel": k, "us": us} for k, us in times.items()]
-    table = TextTable(("launch", "µs"), [(r["kernel"], f"{r['us']:,.0f}") for r in rows],
-                      align="lr", title=f"the delta kernel's launches, {report['shape']}, {dtype}")
-    return CaptionedTable(table, run_caption(report), rows)
 
 
 def delta_group_sweep_table(run: str = DELTA_GROUP_SWEEP,

@@ -1,12 +1,12 @@
 """Chapter 21's tables of the forward settings tried once the pairs were "auto" (one product
 in every chunk that fits, the levels for the rest), per rule, shape and dtype: the forward
 alone per call and its launches' device time (every launch counted), against a copy of its
-bytes, and the forward + backward; and the rule that decides whether a setting replaces the
-default. A setting is named as the run's tree named it (a key of its kernel's ``CONFIGS``);
-the library has since dropped those dicts and most of the settings with them (the gla
-one-launch forward, its reach and hand-over, redo, blocks of 32 steps): the tables are the
-history of what was measured. Read from ``book/results``; nothing here measures time.
-Checked by ``tests/book/test_book_kernel_settings.py``.
+bytes, and the forward + backward; and each setting against the one in use. A setting is
+named as the run's tree named it (a key of its kernel's ``CONFIGS``); the library has since
+dropped those dicts and most of the settings with them (the gla one-launch forward, its reach
+and hand-over, redo, blocks of 32 steps): the tables are the history of what was measured.
+Read from ``book/results``; nothing here measures time. Checked by
+``tests/book/test_book_kernel_settings.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from hymo_book.kernels.forward import DELTA_DTYPES as DTYPES  # bf16; fp32, fp32
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["HANDOFF_RUN", "REACH_RUNS", "ADOPTED", "BLOCK_RUNS", "HALF_RUNS",
-           "DELTA_HALF_RUNS", "DTYPES", "change_label", "settings_table", "comparisons",
-           "keepers", "handoffs", "device_ratios"]
+__all__ = ["HANDOFF_RUN", "REACH_RUNS", "BLOCK_RUNS", "HALF_RUNS", "DELTA_HALF_RUNS", "DTYPES",
+           "change_label", "settings_table", "comparisons", "handoffs"]
 
 # the gla one-launch forward at one long sequence handing its states on by flags (in use) and
 # by a tagged ring (tree d216649; slower, so taken out again in the next commit)
@@ -26,9 +25,6 @@ HANDOFF_RUN = "gla_handoff_b1t16384_h200_2026-12-03.json"
 # the output walk's num_stages = 2 (tree 6e429f0, one run a shape)
 REACH_RUNS = {"gla": ("gla_reach_b4t4096_h200_2026-12-03.json",
                       "gla_reach_b1t16384_h200_2026-12-03.json")}
-# the setting adopted then (reach 4, num_stages = 2: the REACH_RUNS change below; the gla
-# one-launch forward and its reach were deleted later)
-ADOPTED = {"reach": 4, "output_fwd": {"num_warps": 1, "num_stages": 2}}
 # the final tree (2026-12-04): the gla forward over blocks of 32 steps instead of 16
 BLOCK_RUNS = {"gla": ("gla_block_b4t4096_h200_2026-12-04.json",
                       "gla_block_b1t16384_h200_2026-12-04.json")}
@@ -134,25 +130,6 @@ def comparisons(table: CaptionedTable) -> dict[tuple[str, str], list[dict]]:
              "fwdbwd_ms": r["fwdbwd_ms"], "faster": r["device_ms"] < b["device_ms"],
              "no_slower_fwdbwd": r["fwdbwd_ms"] <= b["fwdbwd_ms"]})
     return out
-
-
-def keepers(table: CaptionedTable) -> list[str]:
-    """The settings that would replace the one in use: in every (shape, dtype) where the run
-    tried them, a shorter device time for the forward and a forward + backward no slower
-    than the setting in use. Labels, as "rule: setting"."""
-    return [f"{rule}: {label}" for (rule, label), cases in comparisons(table).items()
-            if all(c["faster"] and c["no_slower_fwdbwd"] for c in cases)]
-
-
-def device_ratios(table: CaptionedTable, change: dict) -> dict[str, dict]:
-    """{dtype: the row of ``change`` with the largest device time over the copy}: the worst
-    shape of a setting, per dtype."""
-    worst: dict[str, dict] = {}
-    for r in table.rows:
-        if r["change"] == change and (r["dtype"] not in worst
-                                      or r["device_ratio"] > worst[r["dtype"]]["device_ratio"]):
-            worst[r["dtype"]] = r
-    return worst
 
 
 def handoffs(run: str = HANDOFF_RUN) -> dict[str, dict[str, dict]]:

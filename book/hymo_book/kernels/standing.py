@@ -1,11 +1,11 @@
 """Chapter 21: both rules as they ship, beside their fla peers, run by run.
 
-:func:`standing` reads a run of each rule (``STANDING`` and the later runs named beside it)
+:func:`standing` reads a run of each rule (``STANDING``, or ``STANDING_H100`` on an H100)
 and scores it against the targets: forward + backward and peak memory against the peer, the
 forward against a copy of its bytes (and, where the run timed one, a clone of them).
-:func:`standing_rows` and :func:`clone_row` turn such a table into rows of the targets
-summary (:func:`hymo_book.kernels.report.targets_summary`). :func:`tf32_beside_peer` and
-:func:`fp32_products_table` show what fp32-grade products cost against TF32.
+:func:`standing_rows` and :func:`clone_row` turn such a table into rows of targets, each
+with its verdict. :func:`fp32_products_table` shows what fp32-grade products cost against
+TF32.
 """
 
 from __future__ import annotations
@@ -13,12 +13,9 @@ from __future__ import annotations
 from hymo_book.results import CaptionedTable, load_result, run_caption
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["GLA_RECORD_RUN", "DELTA_RECORD_RUN", "GLA_BF16X6_RUN",
-           "TF32_PRECISIONS", "STANDING", "STANDING_H100", "STANDING_MODEL_RATES",
-           "STANDING_GROUPS", "STANDING_WALK_OUTPUTS", "STANDING_WALK_OUTPUTS_H200",
-           "STANDING_WALK_WARPS", "standing", "standing_rows", "clone_row", "long_fp32",
-           "ERROR_FLOOR", "error_words", "tf32_beside_peer", "FP32_PRODUCTS_RUNS",
-           "fp32_products_table"]
+__all__ = ["GLA_RECORD_RUN", "DELTA_RECORD_RUN", "STANDING", "STANDING_H100", "standing",
+           "standing_rows", "clone_row", "long_fp32", "ERROR_FLOOR", "error_words",
+           "FP32_PRODUCTS_RUNS", "fp32_products_table"]
 
 # --------------------------------------------------------------------------------------
 # Where the targets stand: both rules beside their peers on one tree
@@ -29,15 +26,6 @@ __all__ = ["GLA_RECORD_RUN", "DELTA_RECORD_RUN", "GLA_BF16X6_RUN",
 # delta rule against chunk_kda (benchmarks/gated_delta.py)
 GLA_RECORD_RUN = "gla_record_h200_2026-12-04.json"
 DELTA_RECORD_RUN = "gated_delta_defaults_h200_2026-12-04.json"
-# a later run on one H200, of tree 0f28d1c: the gla kernel alone (its autograd Function, no
-# dispatcher) in fp32 at both benchmark shapes, with each precision beside fla's chunk_gla,
-# so that the price of fp32-grade products is read within one run; the fp32-grade default's
-# backward multiplies six bf16 products instead of three TF32 ones (CONFIGS["fp32_products"]);
-# the summary's rows of the gla kernel alone read it
-GLA_BF16X6_RUN = "gla_record_bf16x6_h200_2026-12-04.json"
-# our backend in that run -> (its key in tf32_beside_peer's rows, the products it multiplies)
-TF32_PRECISIONS = {"chunk_triton_kernel": ("default", "fp32-grade, the default"),
-                   "chunk_triton_kernel_tf32": ("tf32", "TF32, the opt-in")}
 # rule -> (its run, our backend in it, the peer, the forward target's limit, the peer's
 # forward + backward limit); fp32 inputs take each kernel's default, fp32-grade products
 STANDING = {"gla": ((GLA_RECORD_RUN,), "chunk_triton_unchecked", "fla_chunk", 3.0, 0.9),
@@ -171,51 +159,6 @@ def error_words(error: float) -> str:
     return f"< {ERROR_FLOOR:.0e}" if error < ERROR_FLOOR else f"{error:.1e}"
 
 
-def tf32_beside_peer(run: str = GLA_BF16X6_RUN) -> CaptionedTable:
-    """The gla kernel alone in fp32 beside fla's chunk_gla, in one run (``GLA_BF16X6_RUN``),
-    with each of its precisions (``TF32_PRECISIONS``): a row per shape, holding under
-    "default" and "tf32" the forward and forward + backward times, forward + backward over
-    chunk_gla's against the gla limit of ``STANDING`` (met or not), peak memory over
-    chunk_gla's and the output's relative RMS error against the loop; chunk_gla's own under
-    "fla"."""
-    from hymo_book.kernels.gdn_runs import load_reports
-
-    report = load_reports([run])[0]
-    limit = STANDING["gla"][4]
-    rows = []
-    for e in report["shapes"].values():
-        found, peer = e["results"], e["results"]["fla_chunk"]
-        row = {"shape": f"B{e['B']} T{e['T']} H{e['H']}", "dtype": e["dtype"], "limit": limit,
-               "fla": {**peer, "error": e["checks"]["fla_chunk"]["o"]}}
-        for backend, (key, _) in TF32_PRECISIONS.items():
-            ratio = found[backend]["fwdbwd_ms"] / peer["fwdbwd_ms"]
-            row[key] = {**found[backend], "fwdbwd_ratio": ratio, "met": ratio <= limit,
-                        "peak_ratio": found[backend]["peak_mib"] / peer["peak_mib"],
-                        "error": e["checks"][backend]["o"]}
-        rows.append(row)
-
-    def three(r, key, spec):
-        return " / ".join(f"{r[k][key]:{spec}}" for k in ("default", "tf32", "fla"))
-
-    def ratio(r, key):
-        return (f"{r[key]['fwdbwd_ratio']:.2f}x "
-                f"{'met' if r[key]['met'] else 'missed'}")
-
-    table = TextTable(
-        ("shape", "fwd ms", "fwd+bwd ms", f"fwd+bwd / fla, fp32-grade ({limit:g}x)",
-         f"fwd+bwd / fla, TF32 ({limit:g}x)", "peak / fla", "error of o"),
-        [(r["shape"], three(r, "fwd_ms", ".3f"), three(r, "fwdbwd_ms", ".2f"),
-          ratio(r, "default"), ratio(r, "tf32"),
-          " / ".join(f"{r[k]['peak_ratio']:.2f}x" for k in ("default", "tf32")),
-          " / ".join(error_words(r[k]["error"]) for k in ("default", "tf32", "fla")))
-         for r in rows],
-        title="The gla kernel alone in fp32 beside fla's chunk_gla, one run: times and errors "
-              "as fp32-grade (the default) / TF32 (the opt-in) / chunk_gla (TF32); the error "
-              "is o's relative RMS against the fp32 loop",
-        align="lrrrrrr")
-    return CaptionedTable(table, run_caption(report), rows)
-
-
 # --------------------------------------------------------------------------------------
 # fp32-grade products two ways: three TF32 products or six bf16 products
 # --------------------------------------------------------------------------------------
@@ -262,29 +205,6 @@ def fp32_products_table() -> CaptionedTable:
     captions.append("Both runs: tree 411c70b with the \"bf16x6\" branch of chunk_states._dot as "
                     "landed in 0f28d1c; .gpu/prec.py (not kept) set the products of each row")
     return CaptionedTable(table, "\n".join(captions), rows)
-# the same session and card: the delta rule on the model's rates beside chunk_kda, one run a
-# shape (gated_delta.py --rates model), tree 7c29b5d
-STANDING_MODEL_RATES = {
-    "delta": (("gated_delta_peers_model_b4t4096_h200_2026-12-05.json",
-               "gated_delta_peers_model_b1t16384_h200_2026-12-05.json"),
-              "chunk_triton", "fla_chunk_kda", 4.0, 0.8)}
-# the delta rule on the model's rates beside chunk_kda with those settings in use, both
-# shapes in one run (gated_delta.py --rates model), tree c552f2f
-STANDING_GROUPS = {
-    "delta": (("gated_delta_peers_groups_h200_2026-12-05.json",), "chunk_triton",
-              "fla_chunk_kda", 4.0, 0.8)}
-# the delta rule on the model's rates beside chunk_kda, tree 3d8848e (the walks over groups
-# at 4 warps), both shapes in one run (gated_delta.py --rates model), on an H100 and then on
-# an H200
-STANDING_WALK_OUTPUTS = {
-    "delta": (("gated_delta_peers_walk_outputs_h100_2026-12-05.json",), "chunk_triton",
-              "fla_chunk_kda", 4.0, 0.8)}
-STANDING_WALK_OUTPUTS_H200 = {
-    "delta": (("gated_delta_peers_walk_outputs_h200_2026-12-05.json",), "chunk_triton",
-              "fla_chunk_kda", 4.0, 0.8)}
-STANDING_WALK_WARPS = {
-    "delta": (("gated_delta_peers_walk2_b1t16384_h200_2026-12-05.json",), "chunk_triton",
-              "fla_chunk_kda", 4.0, 0.8)}
 
 
 def long_fp32(report: dict) -> dict:

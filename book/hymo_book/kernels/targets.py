@@ -19,17 +19,13 @@ from hymo_book.results import run_caption
 from hymo_book.style import backend_style
 from hymo_mini.analysis.tables import TextTable
 
-__all__ = ["TARGETS", "DELTA_TARGETS", "chunk_forward_bytes", "chunk_peak_bytes", "Targets",
-           "chunk_targets", "KERNEL_ONLY_RUN", "KernelOnly", "kernel_only"]
+__all__ = ["TARGETS", "chunk_forward_bytes", "chunk_peak_bytes", "Targets", "chunk_targets",
+           "KERNEL_ONLY_RUN", "KernelOnly", "kernel_only"]
 
 # The targets set for the chunked Triton kernel (the project's issue #4), against fla's
 # chunk_gla measured in the same run: forward + backward time at most 0.9 of the peer's,
 # peak memory at most the peer's, forward at most 3 times a device copy of its minimum bytes.
 TARGETS = {"fwdbwd_vs_peer": 0.9, "peak_vs_peer": 1.0, "fwd_vs_copy": 3.0}
-# the delta rule kernel's targets (benchmarks/gated_delta.py, against fla's chunk_kda in one
-# run): forward + backward at most 0.8 of the peer's, peak memory at most the peer's,
-# forward at most 4 times the copy floor of its minimum bytes
-DELTA_TARGETS = {"fwdbwd_over_kda": 0.8, "peak_over_kda": 1.0, "fwd_over_floor": 4.0}
 # the run that timed the kernel alone beside the dispatcher and the peer (one shape)
 KERNEL_ONLY_RUN = "chunk_kernel_only_h200_2026-11-30.json"
 
