@@ -21,13 +21,11 @@ __all__ = ["unit_lower_inverse", "wy_form", "wy_fwd_kernel"]
 
 @triton.jit
 def unit_lower_inverse(b_M, o_i, LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
-    """(I + M)⁻¹ for a strictly lower-triangular M [BT, BT], by levels, merging diagonal
-    blocks: a unit lower-triangular block of 2^(k+1) steps, [[I + M₁, 0], [M₂₁, I + M₂]],
-    has the inverse [[(I + M₁)⁻¹, 0], [-(I + M₂)⁻¹ M₂₁ (I + M₁)⁻¹, (I + M₂)⁻¹]]. So with
-    inv the inverse of I + M's diagonal blocks of 2^k steps (held in b_T), the blocks of
-    2^(k+1) steps follow as inv ← inv - inv M_k inv, with M_k holding M's off-diagonal
-    blocks M₂₁ of level k. Blocks of one step are I; blocks of two are I - M_0, no
-    product."""
+    """(I + M)⁻¹ for a strictly lower-triangular M [BT, BT], by levels: a block of 2^(k+1)
+    steps, [[I + M₁, 0], [M₂₁, I + M₂]], has the inverse [[(I + M₁)⁻¹, 0], [-(I + M₂)⁻¹ M₂₁
+    (I + M₁)⁻¹, (I + M₂)⁻¹]]; so with inv (in b_T) the inverse on the blocks of 2^k steps,
+    inv ← inv - inv M_k inv, M_k holding the blocks M₂₁ of level k. Blocks of one step are I;
+    blocks of two are I - M_0, no product."""
     i, j = o_i[:, None], o_i[None, :]
     m_0 = ((i >> 1) == (j >> 1)) & ((i & 1) == 1) & ((j & 1) == 0)  # step 2r + 1 on 2r
     b_T = tl.where(i == j, 1.0, 0.0) - tl.where(m_0, b_M, 0.0)  # [BT, BT] inv, (I + M)⁻¹ so far

@@ -1,12 +1,11 @@
 """The gla rule's in-chunk outputs: a program per (chunk, batch, head) walks the chunk's
 blocks of BT steps from the state the chunk starts with, carrying the state on chip. For a
-block with l the gate summed from its start and H the state it starts with:
+block with l the gate summed from its start (l_C over it) and H the state it starts with:
 
     o_t = (c_t ⊙ exp(l_t A))ᵀ H + Σ_{s≤t} P_ts v_s            the state read, the block's pairs
     H  ← exp(l_C A) ⊙ H + Σ_s (b_s ⊙ exp((l_C - l_s) A)) ⊗ v_s         handed to the next block
 
-with l_C the gate summed over the whole block and the pair weights
-P_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n) of ``utils.pairs``.
+with the pair weights P_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n) of ``utils.pairs``.
 """
 
 import triton

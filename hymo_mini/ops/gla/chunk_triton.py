@@ -13,9 +13,8 @@ in blocks of BT = 16 steps, inside a program that carries the state on chip:
     4. state_grad_kernel     (chunk_h)    backward: dH at each chunk's end, right to left
     5. chunk_grad_kernel     (chunk_bwd)  backward: every chunk's dv, db, dc, dg and dA
 
-**The backward, derived** (per block; dH the gradient of the loss at the block's end, H the
-state at its start, l the gate summed from its start, l_C over the block, and
-dP_ts = do_t · v_s for s < t, the gradient by the pair weights P_ts):
+**The backward, derived** (per block; dH the gradient of the loss at its end, H the state at its
+start, l the gate summed from its start, l_C over it, and dP_ts = do_t · v_s for s < t):
 
     dv_s = Σ_{t≥s} P_ts do_t + (b_s ⊙ exp((l_C - l_s) A)) dH
     dc_t = exp(l_t A) ⊙ (H do_t) + Σ_{s≤t} dP_ts b_s ⊙ exp((l_t - l_s) A)
