@@ -173,6 +173,9 @@ SYMBOLS: dict[str, tuple[str, str, str, str | None]] = {
                          "gradient with respect to a quantity, here $H$", None),
     "H_k, N_C": ("10_triton_kernels", "as without $k$; number", "the state chunk $k$ starts "
                  "with (a subscript $k$ numbers chunks), and the number of chunks", None),
+    "Z_k": ("10_triton_kernels", "(`BT`, $S$)", "a block's decay factors on level $k$ of its "
+            "pairs: $e^{(l_t - l_r) A}$ for a step $t$ of the level, $e^{(l_r - l_s) A}$ for a "
+            "step $s$ (here $k$ numbers levels)", _ALONE + r"Z_"),
     r"\mathrm{bias}": ("11_moe", "$(E)$", "the router's balancing bias, one per routed expert; it "
                        "moves the choice, not the weights", None),
     "m, w_m": ("12_mtp", "index, number", "an MTP depth ($m \\ge 1$; depth 0 is the main head) "

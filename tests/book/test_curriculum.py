@@ -24,10 +24,7 @@ from hymo_book.curriculum import (
 EARLY_ELSEWHERE: dict[str, str] = {}
 # chapters owned elsewhere that still write a symbol the way the book did before the notation
 # page (hymo_book.curriculum.RETIRED): strict, so the test says when each is fixed
-RETIRED_ELSEWHERE = {
-    "10_triton_kernels": "W_ts (write P_ts), Y_ts = do v (dP_ts), l_end (l_C), B_T (C) in the "
-                         "cells 18 28 37 38 66 69 of its rewritten version",
-}
+RETIRED_ELSEWHERE: dict[str, str] = {}
 
 
 def prose_of(stem: str) -> str:

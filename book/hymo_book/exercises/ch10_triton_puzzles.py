@@ -201,14 +201,14 @@ def _launch_chunk(kernel, c, b, v, l, A):
 
 
 def _weights(c, b, l, A, *, mask="causal", sign=1.0, decay=True):
-    """W_ts = (c_t · b_s) e^{(l_t - l_s) A} for s ≤ t, per head (H, C, C), in float64."""
+    """P_ts = (c_t · b_s) e^{(l_t - l_s) A} for s ≤ t, per head (H, C, C), in float64."""
     C = c.shape[1]
-    W = torch.einsum("hts,hus->htu", c, b)
+    P = torch.einsum("hts,hus->htu", c, b)
     if decay:
-        W = W * torch.exp(sign * (l[:, :, None] - l[:, None, :]) * A[:, None, None])
+        P = P * torch.exp(sign * (l[:, :, None] - l[:, None, :]) * A[:, None, None])
     keep = {"causal": torch.ones(C, C).tril(), "strict": torch.ones(C, C).tril(-1),
             "none": torch.ones(C, C)}[mask].bool()
-    return torch.where(keep, W, 0.0)
+    return torch.where(keep, P, 0.0)
 
 
 def _chunk_loop(c, b, v, l, A):
@@ -236,21 +236,21 @@ def _chunk_cases():
 
 
 def _chunk_mistakes(product: Callable):
-    """The catalogued mistakes of exercises 3 and 4, through ``product(W, x)``."""
+    """The catalogued mistakes of exercises 3 and 4, through ``product(P, x)``."""
     def made(**how):
         return lambda c, b, x, l, A: product(_weights(c, b, l, A, **how), x)
     return [
-        (made(mask="none"), "pairs with s > t are kept: mask W to s ≤ t (o_t[:, None] >= "
+        (made(mask="none"), "pairs with s > t are kept: mask P to s ≤ t (o_t[:, None] >= "
                             "o_t[None, :])"),
         (made(mask="strict"), "the diagonal s = t is missing: keep the pairs s ≤ t, not s < t"),
-        (made(decay=False), "there is no decay: multiply W_ts by exp((l_t - l_s) A)"),
+        (made(decay=False), "there is no decay: multiply P_ts by exp((l_t - l_s) A)"),
         (made(sign=-1.0), "the decay grows with the gap: the exponent is (l_t - l_s) A, "
                           "which is ≤ 0"),
     ]
 
 
-def _intra(W, v):
-    return torch.einsum("htu,hud->htd", W, v)  # o = W v
+def _intra(P, v):
+    return torch.einsum("htu,hud->htd", P, v)  # o = P v
 
 
 # ---- 4. the chunk's gradient by the values -------------------------------------------------
@@ -265,12 +265,12 @@ def _chunk_dv_loop(c, b, do, l, A):
     return dv
 
 
-def _transposed(W, do):
-    return torch.einsum("htu,htd->hud", W, do)  # dv = Wᵀ do
+def _transposed(P, do):
+    return torch.einsum("htu,htd->hud", P, do)  # dv = Pᵀ do
 
 
 _DV_MISTAKES = [(lambda c, b, do, l, A: _intra(_weights(c, b, l, A), do),
-                 "dv_s sums over the later steps t ≥ s: use Wᵀ do (tl.trans(W)), not W do"),
+                 "dv_s sums over the later steps t ≥ s: use Pᵀ do (tl.trans(P)), not P do"),
                 *_chunk_mistakes(_transposed)]
 
 

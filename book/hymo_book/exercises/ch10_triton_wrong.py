@@ -102,10 +102,10 @@ def weights_of_every_pair(c, b, v, l, A, o, C: tl.constexpr, S: tl.constexpr, D:
     b_b = tl.load(b + (i_h * C + o_t[:, None]) * S + o_s[None, :])
     b_v = tl.load(v + (i_h * C + o_t[:, None]) * D + o_d[None, :])
     b_l, b_A = tl.load(l + i_h * C + o_t), tl.load(A + i_h)
-    b_W = tl.dot(b_c, tl.trans(b_b), input_precision="ieee")
-    b_W = b_W * tl.exp((b_l[:, None] - b_l[None, :]) * b_A)  # the mistake: no mask s ≤ t
+    b_P = tl.dot(b_c, tl.trans(b_b), input_precision="ieee")
+    b_P = b_P * tl.exp((b_l[:, None] - b_l[None, :]) * b_A)  # the mistake: no mask s ≤ t
     tl.store(o + (i_h * C + o_t[:, None]) * D + o_d[None, :],
-             tl.dot(b_W, b_v, input_precision="ieee"))
+             tl.dot(b_P, b_v, input_precision="ieee"))
 
 
 @triton_exercise
@@ -118,10 +118,10 @@ def without_the_diagonal(c, b, v, l, A, o, C: tl.constexpr, S: tl.constexpr, D: 
     b_l, b_A = tl.load(l + i_h * C + o_t), tl.load(A + i_h)
     m_ts = o_t[:, None] > o_t[None, :]  # the mistake: s < t
     b_gap = tl.where(m_ts, b_l[:, None] - b_l[None, :], 0.0)
-    b_W = tl.where(m_ts, tl.dot(b_c, tl.trans(b_b), input_precision="ieee")
+    b_P = tl.where(m_ts, tl.dot(b_c, tl.trans(b_b), input_precision="ieee")
                    * tl.exp(b_gap * b_A), 0.0)
     tl.store(o + (i_h * C + o_t[:, None]) * D + o_d[None, :],
-             tl.dot(b_W, b_v, input_precision="ieee"))
+             tl.dot(b_P, b_v, input_precision="ieee"))
 
 
 @triton_exercise
@@ -134,14 +134,14 @@ def decay_that_grows(c, b, v, l, A, o, C: tl.constexpr, S: tl.constexpr, D: tl.c
     b_l, b_A = tl.load(l + i_h * C + o_t), tl.load(A + i_h)
     m_ts = o_t[:, None] >= o_t[None, :]
     b_gap = tl.where(m_ts, b_l[None, :] - b_l[:, None], 0.0)  # the mistake: l_s - l_t
-    b_W = tl.where(m_ts, tl.dot(b_c, tl.trans(b_b), input_precision="ieee")
+    b_P = tl.where(m_ts, tl.dot(b_c, tl.trans(b_b), input_precision="ieee")
                    * tl.exp(b_gap * b_A), 0.0)
     tl.store(o + (i_h * C + o_t[:, None]) * D + o_d[None, :],
-             tl.dot(b_W, b_v, input_precision="ieee"))
+             tl.dot(b_P, b_v, input_precision="ieee"))
 
 
 @triton_exercise
-def dv_by_w_not_its_transpose(c, b, do, l, A, dv, C: tl.constexpr, S: tl.constexpr,
+def dv_by_p_not_its_transpose(c, b, do, l, A, dv, C: tl.constexpr, S: tl.constexpr,
                               D: tl.constexpr):
     i_h = tl.program_id(0)
     o_t, o_s, o_d = tl.arange(0, C), tl.arange(0, S), tl.arange(0, D)
@@ -151,10 +151,10 @@ def dv_by_w_not_its_transpose(c, b, do, l, A, dv, C: tl.constexpr, S: tl.constex
     b_l, b_A = tl.load(l + i_h * C + o_t), tl.load(A + i_h)
     m_ts = o_t[:, None] >= o_t[None, :]
     b_gap = tl.where(m_ts, b_l[:, None] - b_l[None, :], 0.0)
-    b_W = tl.where(m_ts, tl.dot(b_c, tl.trans(b_b), input_precision="ieee")
+    b_P = tl.where(m_ts, tl.dot(b_c, tl.trans(b_b), input_precision="ieee")
                    * tl.exp(b_gap * b_A), 0.0)
     tl.store(dv + (i_h * C + o_t[:, None]) * D + o_d[None, :],
-             tl.dot(b_W, b_do, input_precision="ieee"))  # the mistake: W do
+             tl.dot(b_P, b_do, input_precision="ieee"))  # the mistake: P do
 
 
 @triton_exercise
@@ -165,9 +165,9 @@ def dv_without_decay(c, b, do, l, A, dv, C: tl.constexpr, S: tl.constexpr, D: tl
     b_b = tl.load(b + (i_h * C + o_t[:, None]) * S + o_s[None, :])
     b_do = tl.load(do + (i_h * C + o_t[:, None]) * D + o_d[None, :])
     m_ts = o_t[:, None] >= o_t[None, :]
-    b_W = tl.where(m_ts, tl.dot(b_c, tl.trans(b_b), input_precision="ieee"), 0.0)  # no decay
+    b_P = tl.where(m_ts, tl.dot(b_c, tl.trans(b_b), input_precision="ieee"), 0.0)  # no decay
     tl.store(dv + (i_h * C + o_t[:, None]) * D + o_d[None, :],
-             tl.dot(tl.trans(b_W), b_do, input_precision="ieee"))
+             tl.dot(tl.trans(b_P), b_do, input_precision="ieee"))
 
 
 # each wrong answer with the fragment of the message ``check`` must give it
@@ -180,5 +180,5 @@ STATE_STEP = [(state_without_decay, "the state is not decayed"),
 CHUNK = [(weights_of_every_pair, "pairs with s > t are kept"),
          (without_the_diagonal, "the diagonal s = t is missing"),
          (decay_that_grows, "the decay grows with the gap")]
-CHUNK_DV = [(dv_by_w_not_its_transpose, "use Wᵀ do (tl.trans(W)), not W do"),
+CHUNK_DV = [(dv_by_p_not_its_transpose, "use Pᵀ do (tl.trans(P)), not P do"),
             (dv_without_decay, "there is no decay")]

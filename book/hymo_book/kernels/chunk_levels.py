@@ -1,7 +1,7 @@
 """The levels of the chunked Triton kernel (chapter 10, rung 3).
 
 ``hymo_mini.ops.gla.chunk_triton`` computes a block's decay-weighted weights
-W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, level by level: :func:`pair_level` and
+P_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, level by level: :func:`pair_level` and
 :func:`level_map` sort a block's pairs s < t by the highest bit in which s and t differ,
 :func:`level_weights` computes the weights that way (every factor at most one),
 :func:`one_factor_weights` the one-product shortcut that overflows at strong decay,
@@ -65,50 +65,50 @@ def _check_block_inputs(b, c, g, A) -> None:
 
 def level_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
                   A: torch.Tensor) -> torch.Tensor:
-    """The weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, of one block, the way
+    """The weights P_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n), s ≤ t, of one block, the way
     ``hymo_mini.ops.gla.chunk_triton`` computes them: the diagonal Σ_n c_tn b_tn, plus per
     level k one masked product
 
-        W += [level = k] ⊙ (c ⊙ X_k)(b ⊙ X_k)^T,   X_k = exp(gap_k A) ≤ 1 (T, S)
+        P += [level = k] ⊙ (c ⊙ Z_k)(b ⊙ Z_k)^T,   Z_k = exp(gap_k A) ≤ 1 (T, S)
 
     where gap_k of a step is its distance in gate sum to its split point r on level k:
     l_t - l_r for a step in an upper half (a t of the level), l_r - l_s for one in a lower
     half (an s). A step is one or the other on each level, so one (T, S) tensor of
     factors serves rows and columns. b, c (T, S); g (T,) in (0, 1) with l = cumsum(g) the
-    gate summed from the block start; A (S,) < 0; T a power of two. Returns W (T, T),
+    gate summed from the block start; A (S,) < 0; T a power of two. Returns P (T, T),
     equal to :func:`decay_matrix` up to rounding."""
     _check_block_inputs(b, c, g, A)
     T = len(g)
     l = g.cumsum(0)  # (t,) gate summed from the block start
     step = torch.arange(T)
     levels = level_map(T)  # (t, s)
-    W = torch.diag(einsum(c, b, "t n, t n -> t"))  # (t, s) the pairs s = t: no decay
+    P = torch.diag(einsum(c, b, "t n, t n -> t"))  # (t, s) the pairs s = t: no decay
     for k in range(T.bit_length() - 1):
         is_t = ((step >> k) & 1) == 1  # (t,) in an upper half on this level
         r = ((step >> k) | 1) << k  # (t,) first step of the upper half
         gap = torch.where(is_t, l - l[r], l[r] - l)  # (t,) ≥ 0
-        X = torch.exp(einsum(gap, A, "t, n -> t n"))  # (t, n) in (0, 1]
-        W = W + (levels == k) * einsum(c * X, b * X, "t n, s n -> t s")  # (t, s)
-    return W
+        Z = torch.exp(einsum(gap, A, "t, n -> t n"))  # (t, n) in (0, 1]
+        P = P + (levels == k) * einsum(c * Z, b * Z, "t n, s n -> t s")  # (t, s)
+    return P
 
 
 def one_factor_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
                        A: torch.Tensor) -> torch.Tensor:
-    """The same W from one factor per step, (c ⊙ e^{lA})(b ⊙ e^{-lA})^T below the diagonal:
+    """The same P from one factor per step, (c ⊙ e^{lA})(b ⊙ e^{-lA})^T below the diagonal:
     a single matrix product, but e^{-lA} grows with l and overflows to inf once l·|A_n|
     passes the dtype's limit (~88 in float32, ~709 in float64), and 0 · inf = nan."""
     _check_block_inputs(b, c, g, A)
     l = g.cumsum(0)  # (t,)
     lA = einsum(l, A, "t, n -> t n")  # (t, n) ≤ 0
-    W = einsum(c * torch.exp(lA), b * torch.exp(-lA), "t n, s n -> t s")  # (t, s)
+    P = einsum(c * torch.exp(lA), b * torch.exp(-lA), "t n, s n -> t s")  # (t, s)
     causal = torch.ones(len(g), len(g), dtype=torch.bool).tril()
-    return torch.where(causal, W, torch.zeros_like(W))
+    return torch.where(causal, P, torch.zeros_like(P))
 
 
 def shared_rate_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
                         A: torch.Tensor) -> torch.Tensor:
-    """The same W by one product after the decay every key shares is taken out: with a =
-    max_n A_n (the slowest rate) and δ = A - a ≤ 0, W_ts = e^{(l_t - l_s) a} ·
+    """The same P by one product after the decay every key shares is taken out: with a =
+    max_n A_n (the slowest rate) and δ = A - a ≤ 0, P_ts = e^{(l_t - l_s) a} ·
     Σ_n (c_tn e^{l_t δ_n}) (b_sn e^{-l_s δ_n}) for s ≤ t. The shared factor is one number
     per pair in [0, 1]; only the excess δ passes through the one-factor split, so a head
     whose keys share one rate (δ = 0) never overflows, however strong its decay."""
@@ -118,8 +118,8 @@ def shared_rate_weights(b: torch.Tensor, c: torch.Tensor, g: torch.Tensor,
     lD = einsum(l, A - a, "t, n -> t n")  # (t, n) ≤ 0
     causal = torch.ones(len(g), len(g), dtype=torch.bool).tril()  # (t, s), s <= t
     gap = torch.where(causal, l[:, None] - l[None, :], torch.zeros((), dtype=l.dtype))
-    W = einsum(c * torch.exp(lD), b * torch.exp(-lD), "t n, s n -> t s") * torch.exp(gap * a)
-    return torch.where(causal, W, torch.zeros_like(W))
+    P = einsum(c * torch.exp(lD), b * torch.exp(-lD), "t n, s n -> t s") * torch.exp(gap * a)
+    return torch.where(causal, P, torch.zeros_like(P))
 
 
 def fits_one_product(g: torch.Tensor, A: torch.Tensor, span: float = 64.0) -> bool:

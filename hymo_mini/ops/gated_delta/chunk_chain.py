@@ -1,11 +1,11 @@
 """The delta rule's forward in one launch, for 16-bit inputs: stretches of chunks hand the
 state on to each other, while their WY solves and outputs run in parallel.
 
-The state after a stretch of chunks is an affine map of the state before it, H ↦ M H + B
-(M (S, S), B (S, D); through one chunk M = diag(Γ_C) - K̂ᵀ W and B = K̂ᵀ Uv). A program per
-(stretch, batch, head) 1. solves its chunks' WY forms and composes the stretch's (M, B)
+The state after a stretch of chunks is an affine map of the state before it, H ↦ Φ H + Ψ
+(Φ (S, S), Ψ (S, D); through one chunk Φ = diag(Γ_C) - K̂ᵀ W and Ψ = K̂ᵀ Uv). A program per
+(stretch, batch, head) 1. solves its chunks' WY forms and composes the stretch's (Φ, Ψ)
 without the state; 2. waits for the state its stretch starts with, handed on by the program
-before it, and hands on M H + B, the one product on the chain; 3. walks its chunks from that
+before it, and hands on Φ H + Ψ, the one product on the chain; 3. walks its chunks from that
 state for U, O and each chunk's start state.
 
 Waiting is safe only for a program that is running or done, and the GPU starts programs in
@@ -74,7 +74,7 @@ def chain_fwd_kernel(v, b, c, g, A, beta, h0, hs, ht, u, w, mk, ti, o, flags, T,
     else:
         if tl.load(p_flag) == 1:  # taken by the first launch
             return
-    # 1. every chunk's WY form, and the stretch's map H -> M H + B composed chunk by chunk
+    # 1. every chunk's WY form, and the stretch's map H -> Φ H + Ψ (b_M, b_B), chunk by chunk
     b_M = tl.where(o_s[:, None] == o_s[None, :], 1.0, 0.0)  # [BS, BS]
     b_B = tl.zeros([BS, BD], dtype=tl.float32)
     for j in range(0, NJ):

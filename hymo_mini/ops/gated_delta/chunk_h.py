@@ -9,9 +9,9 @@ state from the key side, so its D columns evolve independently: a program may ow
 
 **Groups of chunks, for few long sequences** (few programs, each with a long walk): both
 passes are affine in the state, so a group of chunks maps its start state to its end state
-by one matrix and one offset, H_end = M_g H_start + B_g. Three launches replace the walk:
-every group's [M_g | B_g] at once (``group_fwd_kernel`` / ``group_bwd_kernel``: the walk of
-[M | B] from [I | 0]), each group's start state in turn (``group_scan_kernel``), then every
+by one matrix and one offset, H_end = Φ_g H_start + Ψ_g. Three launches replace the walk:
+every group's [Φ_g | Ψ_g] at once (``group_fwd_kernel`` / ``group_bwd_kernel``: the walk of
+[Φ | Ψ] from [I | 0]), each group's start state in turn (``group_scan_kernel``), then every
 group's own walk at once, from there.
 """
 
@@ -28,7 +28,7 @@ __all__ = ["state_fwd_kernel", "state_bwd_kernel", "group_fwd_kernel", "group_bw
 @triton.jit
 def chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S: tl.constexpr, H: tl.constexpr,
                 BT: tl.constexpr):
-    """A chunk's gate sums from its start, l [BT], and over it, l_end, and its keys decayed
+    """A chunk's gate sums from its start, l [BT], and over it, l_C (b_lend), and its keys decayed
     to its end, K̂ [BT, BS]."""
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
     b_l, b_lend = gate_sums(b_g, o_i, BT)
@@ -118,10 +118,10 @@ def state_bwd_kernel(b, c, g, A, w, do, du, dht, dhs, dh0, T, NG, GROUP,
 @triton.jit
 def augmented_columns(i_a, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BD: tl.constexpr):
-    """Block i_a of BD columns of the augmented state [M | B] (S + D columns; a block may
-    hold both): which are M's [BD], their indices within M or within B, their mask, and the
-    block's start [BS, BD], identity columns for M and zero for B."""
-    o_a = i_a * BD + tl.arange(0, BD)  # [BD] columns of [M | B]
+    """Block i_a of BD columns of the augmented state [Φ | Ψ] (S + D columns; a block may
+    hold both): which are Φ's [BD] (is_m), their indices within Φ or within Ψ, their mask, and
+    the block's start [BS, BD], identity columns for Φ and zero for Ψ."""
+    o_a = i_a * BD + tl.arange(0, BD)  # [BD] columns of [Φ | Ψ]
     is_m = o_a < S
     o_c = tl.where(is_m, o_a, o_a - S)
     o_s = tl.arange(0, BS)
@@ -134,8 +134,8 @@ def group_fwd_kernel(b, g, A, w, uv, tg, T, NG, GROUP,
                      H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                      BD: tl.constexpr, NA: tl.constexpr, BT: tl.constexpr,
                      PRECISION: tl.constexpr):
-    """One (b, h, group, block of [M | B]'s columns): the group's map of the state,
-    H_end = M_g H_start + B_g, walked from [I | 0] over its chunks, into tg."""
+    """One (b, h, group, block of [Φ | Ψ]'s columns): the group's map of the state,
+    H_end = Φ_g H_start + Ψ_g, walked from [I | 0] over its chunks, into tg."""
     i_bg, i_a = tl.program_id(0) // NA, tl.program_id(0) % NA
     i_bh, i_grp = i_bg // NG, i_bg % NG
     i_b, i_h = i_bh // H, i_bh % H
@@ -148,7 +148,7 @@ def group_fwd_kernel(b, g, A, w, uv, tg, T, NG, GROUP,
         o_t = i_c * BT + o_i
         m_t = o_t < T
         b_w = load_rows(w, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
-        b_u = load_rows(uv, row0, o_t, m_t, o_c, m_c & (is_m == 0), D, H)  # [BT, BD] Uv; 0 for M
+        b_u = load_rows(uv, row0, o_t, m_t, o_c, m_c & (is_m == 0), D, H)  # [BT, BD] Uv; 0 for Φ
         b_u -= dot(b_w, b_x, PRECISION)
         _, b_lend, b_kh = chunk_gates(b, g, b_A, row0, o_t, m_t, o_i, o_s, m_s, S, H, BT)
         b_x = b_x * tl.exp(b_lend * b_A)[:, None] + dot(tl.trans(b_kh), b_u, PRECISION)
@@ -197,7 +197,7 @@ def group_scan_kernel(tg, first, hg, last, NG,
                       ND: tl.constexpr, REVERSE: tl.constexpr, USE_FIRST: tl.constexpr,
                       STORE_LAST: tl.constexpr, PRECISION: tl.constexpr):
     """Columns [i_d·BD, (i_d+1)·BD) of one (b, h), group by group (right to left if REVERSE,
-    for the gradients): the state each group starts from into hg, X ← M_g X + B_g, from
+    for the gradients): the state each group starts from into hg, X ← Φ_g X + Ψ_g, from
     ``first`` (the initial state, or the final state's gradient) to ``last``."""
     i_bh, i_d = tl.program_id(0) // ND, tl.program_id(0) % ND
     o_s, o_d = tl.arange(0, BS), i_d * BD + tl.arange(0, BD)

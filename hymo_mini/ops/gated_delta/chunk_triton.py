@@ -72,7 +72,7 @@ LAUNCH = {"wy_fwd": dict(num_warps=1, num_stages=1, maxnreg=128),
           "chunk_grad": dict(num_warps=4, num_stages=1),
           "state_fwd": dict(split=32, num_warps=2, num_stages=3),
           "state_bwd": dict(split=16, num_warps=2, num_stages=3),
-          # over groups: the kernels summing up a group ("split": columns of [M | B]), and
+          # over groups: the kernels summing up a group ("split": columns of [Φ | Ψ]), and
           # the forward's walks over the groups
           "group_sums": dict(split=64, num_warps=2, num_stages=3),
           "group_state_fwd": dict(split=32, num_warps=2, num_stages=3),

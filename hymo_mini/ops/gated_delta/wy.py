@@ -21,13 +21,14 @@ __all__ = ["unit_lower_inverse", "wy_form", "wy_fwd_kernel"]
 
 @triton.jit
 def unit_lower_inverse(b_M, o_i, LOG2_BT: tl.constexpr, PRECISION: tl.constexpr):
-    """(I + M)⁻¹ for a strictly lower-triangular M [BT, BT], by merging diagonal blocks: with
-    T the inverse on blocks of 2^k steps, a block of 2^(k+1) steps is [[P, 0], [Q, R]] and
-    its inverse [[P⁻¹, 0], [-R⁻¹ Q P⁻¹, R⁻¹]], so T ← T - T M_k T with M_k holding the Q
-    blocks of level k. Blocks of one step are I; blocks of two are I - M_0, no product."""
+    """(I + M)⁻¹ for a strictly lower-triangular M [BT, BT], by levels: a block of 2^(k+1)
+    steps, [[I + M₁, 0], [M₂₁, I + M₂]], has the inverse [[(I + M₁)⁻¹, 0], [-(I + M₂)⁻¹ M₂₁
+    (I + M₁)⁻¹, (I + M₂)⁻¹]]; so with inv (in b_T) the inverse on the blocks of 2^k steps,
+    inv ← inv - inv M_k inv, M_k holding the blocks M₂₁ of level k. Blocks of one step are I;
+    blocks of two are I - M_0, no product."""
     i, j = o_i[:, None], o_i[None, :]
     m_0 = ((i >> 1) == (j >> 1)) & ((i & 1) == 1) & ((j & 1) == 0)  # step 2r + 1 on 2r
-    b_T = tl.where(i == j, 1.0, 0.0) - tl.where(m_0, b_M, 0.0)  # [BT, BT]
+    b_T = tl.where(i == j, 1.0, 0.0) - tl.where(m_0, b_M, 0.0)  # [BT, BT] inv, (I + M)⁻¹ so far
     for k in tl.static_range(1, LOG2_BT):
         m_k = ((i >> (k + 1)) == (j >> (k + 1))) & (((i >> k) & 1) == 1) & (((j >> k) & 1) == 0)
         b_TM = dot(b_T, tl.where(m_k, b_M, 0.0), PRECISION)  # [BT, BT]

@@ -11,12 +11,12 @@ n. Unrolling the recurrence from the state H_0 the chunk starts with:
 
     H_t = exp(L_t A) ⊙ H_0 + Σ_{s≤t} exp((L_t - L_s) A) ⊙ b_s ⊗ v_s
 
-    o_t = (c_t ⊙ exp(L_t A))^T H_0  +  Σ_{s≤t} W_ts v_s ,
-          W_ts = Σ_n c_tn b_sn exp((L_t - L_s) A_n)
+    o_t = (c_t ⊙ exp(L_t A))^T H_0  +  Σ_{s≤t} P_ts v_s ,
+          P_ts = Σ_n c_tn b_sn exp((L_t - L_s) A_n)
 
 The first term reads what earlier chunks left in the state; the second is a causal,
 decay-weighted attention inside the chunk, done for every chunk at once. Only the C-step
-hand-over of the state, H_next = exp(L_C A) ⊙ H_0 + Σ_s (b_s ⊙ exp((L_C - L_s) A)) ⊗ v_s,
+hand-over of the state, H_C = exp(L_C A) ⊙ H_0 + Σ_s (b_s ⊙ exp((L_C - L_s) A)) ⊗ v_s,
 is left to a loop, T / C steps long instead of T.
 
 Where the structure of the decay helps: the log-decay is a per-head scalar g_t times the
@@ -27,7 +27,7 @@ Numerical safety: every exponent is a gap Δ ≥ 0 (L only grows, as g > 0) time
 every factor lies in [0, 1]. Nothing overflows, whatever the decay; a strong decay only
 underflows factors to 0, which is their correct value to fp32 precision. The well-known
 shortcut of linear-attention chunking, c̃_t = c_t exp(L_t A) and b̃_s = b_s exp(-L_s A)
-with W = c̃ b̃^T, is avoided on purpose: exp(-L_s A) overflows to inf at strong decay
+with P = c̃ b̃^T, is avoided on purpose: exp(-L_s A) overflows to inf at strong decay
 (A = -40, g = 0.5: exp(20 s) passes fp32's 3e38 at s = 5) and inf * 0 gives nan. The price
 is a (C, C, S) tensor of decays per chunk, which is why C stays small here; the Triton
 kernel (``chunk_triton``) uses the same safe form on 16-step blocks.
@@ -72,10 +72,10 @@ def chunk_gla_torch(v, b, c, g, A, initial_state=None, output_final_state=False,
     L = g_.cumsum(dim=-1)  # (b, h, k, C)
     L_end = L[..., -1:]  # (b, h, k, 1): the whole chunk
 
-    # 1. inside each chunk: W_ts = Σ_n c_tn b_sn exp((L_t - L_s) A_n) for s ≤ t
+    # 1. inside each chunk, the weights P_ts = Σ_n c_tn b_sn exp((L_t - L_s) A_n) for s ≤ t
     decay_ts = causal_decays(L, A_)  # (b, h, k, t, s, n) in [0, 1]; 0 where s > t
-    W = einsum(c_, b_, decay_ts, "b h k t n, b h k s n, b h k t s n -> b h k t s")
-    o_intra = einsum(W, v_, "b h k t s, b h k s d -> b h k t d")  # (b, h, k, C, D)
+    P = einsum(c_, b_, decay_ts, "b h k t n, b h k s n, b h k t s n -> b h k t s")
+    o_intra = einsum(P, v_, "b h k t s, b h k s d -> b h k t d")  # (b, h, k, C, D)
 
     # 2. what each chunk adds to the state by its end: b_s decayed from s to the chunk end
     b_to_end = b_ * torch.exp(einsum(L_end - L, A_, "b h k s, h n -> b h k s n"))

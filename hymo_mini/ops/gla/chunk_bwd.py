@@ -43,7 +43,7 @@ def chunk_grad_kernel(v, b, c, g, A, do, hb, dhs, dv, db, dc, dg, dA, T,
         m_tS, m_tD = m_t[:, None] & m_s[None, :], m_t[:, None] & m_d[None, :]
         b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BT]
         b_l, b_lend = gate_sums(b_g, o_i, BT)
-        # the pairs: M_ts = do_t · v_s, then the in-block attention and its gradients
+        # the pairs: dP_ts = do_t · v_s (in b_M), then the in-block attention and its gradients
         b_do = load_rows(do, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         b_v = load_rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
         b_M = dot(b_do, tl.trans(b_v), PRECISION)  # [BT, BT] do_t·v_s

@@ -1,9 +1,9 @@
 """The gla rule's state pass: the state each chunk starts with (forward) and the gradient of
 the loss at each chunk's end (backward). With L the gate summed from a chunk's start and
-L_end its sum over the chunk (``chunk_triton`` derives both):
+L_C its sum over the chunk (``chunk_triton`` derives both):
 
-    forward    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k,    ΔH_k = Σ_s (b_s ⊙ exp((L_end - L_s) A)) ⊗ v_s
-    backward   dH_k = exp(L_end A) ⊙ dH_{k+1} + Σ_t (c_t ⊙ exp(L_t A)) ⊗ do_t
+    forward    H_{k+1} = exp(L_C A) ⊙ H_k + ΔH_k,    ΔH_k = Σ_s (b_s ⊙ exp((L_C - L_s) A)) ⊗ v_s
+    backward   dH_k = exp(L_C A) ⊙ dH_{k+1} + Σ_t (c_t ⊙ exp(L_t A)) ⊗ do_t
 
 The forward is two launches: every chunk's own write ΔH_k at once, then a light sequential
 scan. The backward is one sequential pass, right to left. The (n, d) entries of a state
@@ -24,7 +24,7 @@ def chunk_writes_kernel(b, v, g, A, hs, decay, T,
                         H: tl.constexpr, S: tl.constexpr, D: tl.constexpr, BC: tl.constexpr,
                         BS: tl.constexpr, BD: tl.constexpr, PRECISION: tl.constexpr):
     """What chunk i_c of one (b, h) writes into the state on its own, ΔH_k into hs[bh, k],
-    and its decay over the chunk, exp(L_end A), into decay[bh, k]. Padding steps past T
+    and its decay over the chunk, exp(L_C A), into decay[bh, k]. Padding steps past T
     load g = 0 (no decay) and b = 0 (no write)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -33,7 +33,7 @@ def chunk_writes_kernel(b, v, g, A, hs, decay, T,
     row0 = i_b.to(tl.int64) * T * H + i_h
     b_A2 = tl.load(A + i_h * S + o_s, mask=m_s, other=0.0).to(tl.float32) * LOG2E  # [BS]
     b_g = tl.load(g + row0 + o_t * H, mask=m_t, other=0.0).to(tl.float32)  # [BC]
-    # the gate summed after each step to the chunk's end, L_end - L_s, summed directly: a
+    # the gate summed after each step to the chunk's end, L_C - L_s, summed directly: a
     # difference of two long sums would carry their rounding into the last steps' decays
     b_gap = tl.cumsum(b_g, axis=0, reverse=True) - b_g  # [BC]
     b_b = load_rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BC, BS]

@@ -1,11 +1,11 @@
 """The gla rule's in-chunk outputs: a program per (chunk, batch, head) walks the chunk's
 blocks of BT steps from the state the chunk starts with, carrying the state on chip. For a
-block with l the gate summed from its start and H the state it starts with:
+block with l the gate summed from its start (l_C over it) and H the state it starts with:
 
-    o_t = (c_t ⊙ exp(l_t A))ᵀ H + Σ_{s≤t} W_ts v_s            the state read, the block's pairs
-    H  ← exp(l_end A) ⊙ H + Σ_s (b_s ⊙ exp((l_end - l_s) A)) ⊗ v_s     handed to the next block
+    o_t = (c_t ⊙ exp(l_t A))ᵀ H + Σ_{s≤t} P_ts v_s            the state read, the block's pairs
+    H  ← exp(l_C A) ⊙ H + Σ_s (b_s ⊙ exp((l_C - l_s) A)) ⊗ v_s         handed to the next block
 
-with the pair weights W_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n) of ``utils.pairs``.
+with the pair weights P_ts = Σ_n c_tn b_sn exp((l_t - l_s) A_n) of ``utils.pairs``.
 """
 
 import triton
@@ -51,7 +51,7 @@ def chunk_output_kernel(v, b, c, g, A, hs, o, hb, left, T,
         b_b = load_rows(b, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_c = load_rows(c, row0, o_t, m_t, o_s, m_s, S, H)  # [BT, BS]
         b_v = load_rows(v, row0, o_t, m_t, o_d, m_d, D, H)  # [BT, BD]
-        # W [BT, BT], b carried to the block's end, c carried from its start [BT, BS]
+        # P [BT, BT] (b_W), b carried to the block's end, c carried from its start [BT, BS]
         b_W, b_bE, b_cE = pairs(b_c, b_b, b_l, b_lend, b_A2, o_i, LOG2_BT, PRODUCT, PRECISION)
         b_o = dot(b_cE, b_h, PRECISION) + dot(b_W, b_v, PRECISION)  # [BT, BD]
         p_o = o + (row0 + o_t[:, None] * H) * D + o_d[None, :]

@@ -8,24 +8,24 @@ in memory once per chunk of BC steps (H_k, the state chunk k starts with) and th
 in blocks of BT = 16 steps, inside a program that carries the state on chip:
 
     1. chunk_writes_kernel   (chunk_h)    every chunk's own write ΔH_k and decay, at once
-    2. state_scan_kernel     (chunk_h)    H_{k+1} = exp(L_end A) ⊙ H_k + ΔH_k, chunk by chunk
+    2. state_scan_kernel     (chunk_h)    H_{k+1} = exp(L_C A) ⊙ H_k + ΔH_k, chunk by chunk
     3. chunk_output_kernel   (chunk_o)    every chunk's outputs from H_k (twice: ``utils.pairs``)
     4. state_grad_kernel     (chunk_h)    backward: dH at each chunk's end, right to left
     5. chunk_grad_kernel     (chunk_bwd)  backward: every chunk's dv, db, dc, dg and dA
 
-**The backward, derived** (per block; dH the gradient of the loss at the block's end, H the
-state at its start, l the gate summed from its start, M_ts = do_t · v_s for s < t):
+**The backward, derived** (per block; dH the gradient of the loss at its end, H the state at its
+start, l the gate summed from its start, l_C over it, and dP_ts = do_t · v_s for s < t):
 
-    dv_s = Σ_{t≥s} W_ts do_t + (b_s ⊙ exp((l_end - l_s) A)) dH
-    dc_t = exp(l_t A) ⊙ (H do_t) + Σ_{s≤t} M_ts b_s ⊙ exp((l_t - l_s) A)
-    db_s = exp((l_end - l_s) A) ⊙ (dH v_s) + Σ_{t≥s} M_ts c_t ⊙ exp((l_t - l_s) A)
+    dv_s = Σ_{t≥s} P_ts do_t + (b_s ⊙ exp((l_C - l_s) A)) dH
+    dc_t = exp(l_t A) ⊙ (H do_t) + Σ_{s≤t} dP_ts b_s ⊙ exp((l_t - l_s) A)
+    db_s = exp((l_C - l_s) A) ⊙ (dH v_s) + Σ_{t≥s} dP_ts c_t ⊙ exp((l_t - l_s) A)
 
 dlog_t, the gradient of the log-decay g_t A (S,), collects every decay factor spanning step t:
 
-    dlog_t = Σ_{t'≥t} c_t' ⊙ dc^H_t' + Σ_{s<t} (b_s ⊙ (db^H_s + db^W_s) - c_s ⊙ dc^W_s)
-             + exp(l_end A) ⊙ rowsum(H ⊙ dH)
+    dlog_t = Σ_{t'≥t} c_t' ⊙ dc^H_t' + Σ_{s<t} (b_s ⊙ (db^H_s + db^P_s) - c_s ⊙ dc^P_s)
+             + exp(l_C A) ⊙ rowsum(H ⊙ dH)
 
-(H: the part through the block's start or end state; W: the in-block part without its
+(H: the part through the block's start or end state; P: the in-block part without its
 t = s terms, which cancel exactly). Then dg_t = Σ_n A_n dlog_tn and dA = Σ_t g_t dlog_t.
 Every term carries its own decay factor: the shorter Σ_{u≥t} (c_u ⊙ dc_u - b_u ⊙ db_u) +
 rowsum(H_end ⊙ dH) subtracts terms of size one and loses dA at strong decay.

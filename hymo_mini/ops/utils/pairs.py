@@ -1,25 +1,25 @@
 """The decay-weighted pair weights of a block of BT steps, the core of both chunk kernels:
 
-    W_ts = Σ_n x_tn y_sn exp2((l_t - l_s) A2_n)     for s ≤ t        [BT, BT]
+    P_ts = Σ_n x_tn y_sn exp2((l_t - l_s) A2_n)     for s ≤ t        [BT, BT]
 
 with l the gate summed from the block's start and A2 = A·log2(e) < 0 the rates in base 2
 (the gla rule's c against b; the delta rule's b against b and c against b).
 
 **The safe form, by levels.** Factoring the decay as exp2(l_t A2) · exp2(-l_s A2) would make
-W one tl.dot, but exp2(-l_s A2) overflows fp32 once l_s·|A2| passes 128. Instead the pairs
+P one tl.dot, but exp2(-l_s A2) overflows fp32 once l_s·|A2| passes 128. Instead the pairs
 s < t are split into levels k = 0 .. log2(BT) - 1 by the highest bit in which their step
 indices differ: on level k, s lies in the lower and t in the upper half of one
 2^(k+1)-step sub-block, whose upper half starts at step r, and the decay splits there,
 
     exp2((l_t - l_s) A2) = exp2((l_t - l_r) A2) · exp2((l_r - l_s) A2),   both in [0, 1].
 
-A step is a t of the level or an s, never both, so one [BT, S] tile of factors X_k serves
-both sides: a level is one masked product, (x ⊙ X_k)(y ⊙ X_k)ᵀ, and nothing overflows.
+A step is a t of the level or an s, never both, so one [BT, S] tile of factors Z_k serves
+both sides: a level is one masked product, (x ⊙ Z_k)(y ⊙ Z_k)ᵀ, and nothing overflows.
 
 **The fast form, one product.** Split each rate into the head's slowest, a = max A2, and
 the excess, δ_n = A2_n - a ≤ 0. The shared part leaves the sum over n:
 
-    W_ts = exp2((l_t - l_s) a) · Σ_n (x_tn exp2(l_t δ_n)) (y_sn exp2(-l_s δ_n)),
+    P_ts = exp2((l_t - l_s) a) · Σ_n (x_tn exp2(l_t δ_n)) (y_sn exp2(-l_s δ_n)),
 
 one product times a [BT, BT] tile of decays in [0, 1], safe while every |l_t δ_n| of the
 block is within SPAN (base 2): a head whose keys share one rate always fits.
@@ -57,7 +57,7 @@ def level(b_l, o_i, k: tl.constexpr):
 @triton.jit
 def pairs_by_levels(b_x, b_y, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr,
                     GRAD: tl.constexpr, PRECISION: tl.constexpr):
-    """W [BT, BT] by the levels, the diagonal Σ_n x_tn y_tn included. If GRAD, also the
+    """P [BT, BT] (b_W) by the levels, the diagonal Σ_n x_tn y_tn included. If GRAD, also the
     in-block parts of Σ_s M_ts y_s E_ts and Σ_t M_ts x_t E_ts [BT, BS] for a strictly causal
     M [BT, BT] (E_ts the pair's decay): a backward's gradients of x and y; else zeros."""
     b_W = tl.where(o_i[:, None] == o_i[None, :], tl.sum(b_x * b_y, axis=1)[:, None], 0.0)
@@ -65,7 +65,7 @@ def pairs_by_levels(b_x, b_y, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr,
     b_dy = tl.zeros_like(b_y)
     for k in tl.static_range(LOG2_BT):
         b_gap, m_k = level(b_l, o_i, k)
-        b_X = tl.exp2(b_gap[:, None] * b_A2[None, :])  # [BT, BS] in [0, 1]
+        b_X = tl.exp2(b_gap[:, None] * b_A2[None, :])  # [BT, BS] Z_k, in [0, 1]
         b_xX, b_yX = b_x * b_X, b_y * b_X
         b_W += tl.where(m_k, dot(b_xX, tl.trans(b_yX), PRECISION), 0.0)
         if GRAD:
@@ -78,7 +78,7 @@ def pairs_by_levels(b_x, b_y, b_M, b_l, b_A2, o_i, LOG2_BT: tl.constexpr,
 @triton.jit
 def pairs(b_x, b_y, b_l, b_lend, b_A2, o_i, LOG2_BT: tl.constexpr, PRODUCT: tl.constexpr,
           PRECISION: tl.constexpr):
-    """W [BT, BT] (s ≤ t), y carried to the block's end, y ⊙ exp2((l_end - l) A2), and x
+    """P [BT, BT] (s ≤ t), y carried to the block's end, y ⊙ exp2((l_C - l) A2), and x
     carried from the block's start, x ⊙ exp2(l A2) [BT, BS]: by one product if PRODUCT
     (the caller has checked that the block fits), else by the levels."""
     if PRODUCT:

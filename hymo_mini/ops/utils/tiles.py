@@ -23,7 +23,7 @@ def load_rows(p, row0, o_t, m_t, o_x, m_x, W: tl.constexpr, H: tl.constexpr):
 
 @triton.jit
 def gate_sums(b_g, o_i, BT: tl.constexpr):
-    """The gate summed from the block's start, l [BT], and over the whole block, l_end."""
+    """The gate summed from the block's start, l [BT], and over the whole block, l_C (b_lend)."""
     b_l = tl.cumsum(b_g, axis=0)  # [BT]
     return b_l, tl.sum(tl.where(o_i == BT - 1, b_l, 0.0), axis=0)
 
