@@ -79,7 +79,7 @@ def test_the_state_pass_over_groups_of_chunks(monkeypatch, shape, kw):
 
 @pytest.mark.triton
 def test_the_group_kernels_with_narrow_column_blocks(monkeypatch):
-    """The kernels summing up a group with [M | B]'s columns in blocks of 16 (S = 24, D =
+    """The kernels summing up a group with [Φ | Ψ]'s columns in blocks of 16 (S = 24, D =
     20: blocks holding columns of both, a masked last one), and the walks over groups on 16
     value columns (two blocks, one masked)."""
     monkeypatch.setattr(gdt, "GROUP_CHUNKS", 2)

@@ -91,7 +91,7 @@ def ab_caption(name: str, run: dict, command: str) -> str:
 
 # benchmarks/gated_delta_profile.py --delta-forward-changes, fp32 (and bf16 for its forward +
 # backward), the first change of the run ({}) the settings in use when it ran: on an H100,
-# tree 69f6f5c (the group kernels' columns as blocks of [M | B], the old settings in use)
+# tree 69f6f5c (the group kernels' columns as blocks of [Φ | Ψ], the old settings in use)
 GROUP_SETTINGS_RUN = "delta_group_settings_b1t16384_h100_2026-12-05.json"
 _PASS_WORDS = {"state_fwd": "walk", "state_bwd": "backward walk", "output": "output kernel",
                "wy_fwd": "WY kernel"}

@@ -160,7 +160,7 @@ TRIED = (
           "forward per call", lambda: _one_rate("weak")),
     Tried("a chunk's inverse with one product fewer", "delta", "kept", "forward per call",
           lambda: [r["ratio"] for r in delta_forward.inverse_level0().rows]),
-    Tried("the walks over groups set anew (groups of 32, [M | B] in one program)", "delta",
+    Tried("the walks over groups set anew (groups of 32, [Φ | Ψ] in one program)", "delta",
           "kept", "forward per call, one sequence, fp32",
           lambda: _group_row(delta_forward.GROUP_SETTINGS_RUN, _SHIPPED_GROUPS)),
     Tried("the walks over groups forming the outputs", "delta", "kept, since removed",
