@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Style", "BACKENDS", "OLD_BACKEND_NAMES", "MQAR_VARIANTS", "TEXT_LAYOUTS", "OPTIMIZERS",
-           "RECALL_RULES", "DOCUMENT_BAR", "canonical_backend", "backend_style", "style"]
+           "RECALL_RULES", "DOCUMENT_BAR", "canonical_backend", "backend_style", "style",
+           "running_mean"]
 
 
 @dataclass(frozen=True)
@@ -120,3 +121,10 @@ def style(group: str, name: str) -> Style:
 def backend_style(name: str) -> Style:
     """The style of a GDN backend, by its new or its old name."""
     return style("backend", name)
+
+
+def running_mean(values: list[float], window: int) -> list[float]:
+    """The mean of each point and the ``window - 1`` before it (fewer at the start): how the
+    book's figures draw a noisy curve, such as a loss per step or per position."""
+    return [sum(values[max(i - window + 1, 0):i + 1]) / (i + 1 - max(i - window + 1, 0))
+            for i in range(len(values))]

@@ -19,13 +19,6 @@ from hymo_book.curriculum import (
     terms_used,
 )
 
-# chapters owned elsewhere that still use a term or symbol early: each entry says what, and
-# the test expects the failure until the chapter is changed (strict: it says when it is fixed)
-EARLY_ELSEWHERE: dict[str, str] = {}
-# chapters owned elsewhere that still write a symbol the way the book did before the notation
-# page (hymo_book.curriculum.RETIRED): strict, so the test says when each is fixed
-RETIRED_ELSEWHERE: dict[str, str] = {}
-
 
 def prose_of(stem: str) -> str:
     cells = nbformat.read(BOOK / f"{stem}.ipynb", as_version=4).cells
@@ -78,9 +71,7 @@ def early_uses(stem: str) -> list[str]:
                   if chapter_index(taught) > chapter_index(stem))
 
 
-@pytest.mark.parametrize("stem", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=EARLY_ELSEWHERE[s]))
-    if s in EARLY_ELSEWHERE else s for s in CHAPTERS])
+@pytest.mark.parametrize("stem", CHAPTERS)
 def test_no_term_before_its_chapter(stem):
     if not (BOOK / f"{stem}.ipynb").exists():
         pytest.skip(f"{stem} is not written yet")
@@ -88,9 +79,7 @@ def test_no_term_before_its_chapter(stem):
     assert not early, f"{stem} uses {early} before the chapters that teach them (in brackets)"
 
 
-@pytest.mark.parametrize("stem", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=RETIRED_ELSEWHERE[s]))
-    if s in RETIRED_ELSEWHERE else s for s in CHAPTERS])
+@pytest.mark.parametrize("stem", CHAPTERS)
 def test_no_symbol_in_its_retired_meaning(stem):
     if not (BOOK / f"{stem}.ipynb").exists():
         pytest.skip(f"{stem} is not written yet")

@@ -54,14 +54,7 @@ def offending_cells(stem: str) -> list[str]:
     return problems
 
 
-# Chapters whose cells still carry report vocabulary, owned by other work (see the report of
-# the change that added this test): each must fail here until it is fixed, then leave the list.
-NOT_YET: set[str] = set()  # chapters still to clean, each a strict xfail
-
-
-@pytest.mark.parametrize("stem", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="report vocabulary to move"))
-    if s in NOT_YET else s for s in TEACHING])
+@pytest.mark.parametrize("stem", TEACHING)
 def test_no_report_vocabulary_in_a_teaching_chapter(stem):
     problems = offending_cells(stem)
     assert not problems, (f"{stem}.ipynb carries report vocabulary (say what was measured in a "

@@ -22,7 +22,7 @@ import statistics
 from matplotlib.figure import Figure
 
 from hymo_book.results import CaptionedTable, load_result, run_caption
-from hymo_book.style import style
+from hymo_book.style import running_mean, style
 from hymo_mini.analysis.tables import TextTable
 
 TEXT_FILE = "hybrid_text_h100_2026-12-06.json"
@@ -110,15 +110,6 @@ def text_table(report: dict, speeds: dict[str, float], flops: dict[str, float]) 
     return CaptionedTable(table, run_caption(report, width=96), records)
 
 
-def _smooth(values: list[float], window: int) -> list[float]:
-    """Running mean over ``window`` points (shorter at the start)."""
-    out, total = [], 0.0
-    for i, x in enumerate(values):
-        total += x - (values[i - window] if i >= window else 0.0)
-        out.append(total / min(i + 1, window))
-    return out
-
-
 def text_figure(report: dict) -> Figure:
     """Left: each seed's validation bits per byte (dots) and the mean (bar) per layout.
     Right: the held-out loss at each position of the sequence, mean over the seeds."""
@@ -131,7 +122,7 @@ def text_figure(report: dict) -> Figure:
         ax_b.plot([i] * len(s["bpb"]), s["bpb"], look.marker, color="black", ms=5)
         bits = [x / math.log(2) for x in s["by_position"]]
         positions = range(1, len(bits) + 1)
-        ax_p.plot(positions, _smooth(bits, 8), color=look.color, linestyle=look.linestyle,
+        ax_p.plot(positions, running_mean(bits, 8), color=look.color, linestyle=look.linestyle,
                   marker=look.marker, markevery=0.1, label=look.label)
     names = list(summary)
     ax_b.set_xticks(range(len(names)), [style("text", n).label for n in names], rotation=30,

@@ -19,16 +19,15 @@ from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from hymo_book.recall import context_guess_accuracy, state_recall
 from hymo_book.results import load_result, run_caption
-from hymo_book.style import RECALL_RULES, style
+from hymo_book.style import RECALL_RULES, running_mean, style
 from hymo_mini.analysis.tables import TextTable
 
 SEEDS_FILE = "mqar_seeds_h200_2026-12-01.json"
-LONG_SEEDS_FILE = "mqar_seeds_3000_h100_2026-12-06.json"  # the same sweep, three times the steps
 LEARNED = 0.9  # a run has learned the task when every scored task reaches this accuracy
 
 __all__ = ["load_sweep", "mqar_figure", "mqar_table", "mqar_runs_table",
            "state_capacity_figure", "SEEDS_FILE", "LEARNED", "load_seeds", "run_learned",
-           "seeds_learned", "seeds_table", "seeds_figure", "FIGURES", "LONG_SEEDS_FILE"]
+           "seeds_learned", "seeds_table", "seeds_figure", "FIGURES"]
 
 
 def load_sweep(name: str) -> dict:
@@ -187,13 +186,6 @@ def _loss_steps(run: dict) -> list[int]:
     return [1 + i * stride for i in range(len(run["loss_curve"]))]
 
 
-def _smooth(values: list[float], window: int = 5) -> list[float]:
-    """The mean of each point and the ``window - 1`` before it (fewer at the start): the
-    loss of one step depends on which task the step drew."""
-    return [sum(values[max(i - window + 1, 0):i + 1]) / (i + 1 - max(i - window + 1, 0))
-            for i in range(len(values))]
-
-
 def _median_band(rows: list[list[float]]):
     """Per position: the median, the minimum and the maximum over the rows."""
     cols = list(zip(*rows, strict=True))
@@ -220,7 +212,8 @@ def seeds_figure(report: dict) -> Figure:
                 continue
             look = style("mqar", name)
             label = f"{name} [{mine[0]['layer_types']}], {len(mine)} seeds"
-            mid, low, high = _median_band([_smooth(r["loss_curve"]) for r in mine])
+            # a step's loss depends on which task it drew: a running mean of five points
+            mid, low, high = _median_band([running_mean(r["loss_curve"], 5) for r in mine])
             steps = _loss_steps(mine[0])
             row[0].fill_between(steps, low, high, color=look.color, alpha=0.15, lw=0)
             row[0].plot(steps, mid, markevery=10, ms=5, **look.line(), label=label)

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from hymo_book.results import load_result, run_caption
-from hymo_book.style import style
+from hymo_book.style import running_mean, style
 
 __all__ = ["RESULT", "load_comparison", "optimizer_comparison", "split_figure", "FIGURES"]
 
@@ -21,14 +21,6 @@ RESULT = "optimizers_cpu.json"
 def load_comparison(path=RESULT) -> dict:
     """The committed comparison (or the results file at ``path``)."""
     return load_result(path, need=("settings", "variants"))
-
-
-def _smooth(values: list[float], window: int) -> list[float]:
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v - (values[i - window] if i >= window else 0.0)
-        out.append(total / min(i + 1, window))
-    return out
 
 
 def optimizer_comparison(result: dict | None = None, smooth: int = 20, show_train: bool = True,
@@ -50,13 +42,14 @@ def optimizer_comparison(result: dict | None = None, smooth: int = 20, show_trai
             label += f"  (lr {v['lr']:g})"
         for ax in (ax_all, ax_end):
             if show_train:
-                ax.plot(v["train_step"], _smooth(v["train_main"], max(smooth, 1)), color=color,
+                ax.plot(v["train_step"], running_mean(v["train_main"], max(smooth, 1)), color=color,
                         linestyle=look.linestyle, lw=0.9, alpha=0.45)
             ax.plot(v["val_step"], v["val_loss"], ms=4, lw=1.6, **look.line(),
                     label=label if ax is ax_all else None)
         points = list(zip(v["val_step"], v["val_loss"], strict=True))
         if show_train:
-            points += zip(v["train_step"], _smooth(v["train_main"], max(smooth, 1)), strict=True)
+            smoothed = running_mean(v["train_main"], max(smooth, 1))
+            points += zip(v["train_step"], smoothed, strict=True)
         tail = [x for st, x in points if st >= start]
         low, high = min(low, *tail), max(high, *tail)
         ax_end.annotate(f"{v['val_loss'][-1]:.3f}", (v["val_step"][-1], v["val_loss"][-1]),
